@@ -1,0 +1,107 @@
+"""Token-level features of sentence pairs, read in place from flat token arrays.
+
+A corpus side is a flat array of token ids (typically a read-only view of fairseq's
+memory-mapped ``.bin`` file) plus ``offsets`` such that sentence ``i`` is
+``tokens[offsets[i]:offsets[i + 1]]``. Nothing here copies the corpus: per-pair memory is the
+offsets and lengths; per-call temporaries are bounded by the chunk size.
+
+Feature definitions (one side; the pair concatenates source and target):
+
+* TF part: ``sum_t tf(t) * w_tf[t]`` with ``tf(t) = count(t) / length``.
+* TF-IDF part: ``sum_t tf(t) * idf(t) * w_tfidf[t]`` with ``idf(t) = log(N / df(t))``.
+* Length part: the standardized log length.
+
+Because ``tf(t)`` is linear in the count, summing ``1 / length`` over token *occurrences*
+gives exactly the per-distinct-token value ``count(t) / length``: a token that repeats in a
+sentence contributes (to the score and to the gradient) by its frequency, once, never
+``count(t)`` times its full weight as in the original implementation.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SCORING_CHUNK_PAIRS = 65536
+
+
+@dataclass
+class CorpusSide:
+    """One side (source or target) of a parallel corpus as flat token ids."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+
+    def __post_init__(self):
+        self.offsets = np.asarray(self.offsets, dtype=np.int64)
+        if self.offsets.ndim != 1 or len(self.offsets) < 1:
+            raise ValueError("offsets must be a 1-D array of length num_sentences + 1")
+        self.lengths = np.diff(self.offsets)
+        if np.any(self.lengths <= 0):
+            raise ValueError("every sentence needs at least one token (fairseq appends </s>)")
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def gather(self, ids):
+        """Token ids of sentences ``ids`` concatenated, and the length of each."""
+        ids = np.asarray(ids, dtype=np.int64)
+        lengths = self.lengths[ids]
+        segment_starts = np.cumsum(lengths) - lengths
+        positions = np.repeat(self.offsets[ids] - segment_starts, lengths)
+        positions += np.arange(positions.shape[0], dtype=np.int64)
+        return np.asarray(self.tokens[positions], dtype=np.int64), lengths
+
+    def document_frequency(self, vocab_size):
+        """Number of sentences that contain each token (each sentence counts a token once)."""
+        df = np.zeros(vocab_size, dtype=np.int64)
+        for start in range(0, len(self), SCORING_CHUNK_PAIRS):
+            ids = np.arange(start, min(start + SCORING_CHUNK_PAIRS, len(self)))
+            tokens, lengths = self.gather(ids)
+            sentence = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
+            distinct = np.unique(sentence * vocab_size + tokens) % vocab_size
+            df += np.bincount(distinct, minlength=vocab_size)
+        return df
+
+
+class PairFeatures:
+    """The fixed (data-dependent, parameter-free) part of the Assistant's features.
+
+    Computed once from the training set: IDF per side and length standardization. Holds only
+    references to the corpus sides plus O(vocabulary) and O(pairs) arrays.
+    """
+
+    def __init__(self, source: CorpusSide, target: CorpusSide, vocab_size: int):
+        if len(source) != len(target):
+            raise ValueError(
+                f"source has {len(source)} sentences but target has {len(target)}"
+            )
+        self.source = source
+        self.target = target
+        self.vocab_size = int(vocab_size)
+        num_pairs = max(len(source), 1)
+        self.idf = [
+            np.log(num_pairs / np.maximum(side.document_frequency(self.vocab_size), 1)).astype(
+                np.float32
+            )
+            for side in (source, target)
+        ]
+        self._log_length_stats = []
+        for side in (source, target):
+            log_length = np.log(side.lengths.astype(np.float64))
+            self._log_length_stats.append(
+                (float(log_length.mean()), float(max(log_length.std(), 1e-6)))
+            )
+
+    def __len__(self):
+        return len(self.source)
+
+    @property
+    def sides(self):
+        return (self.source, self.target)
+
+    def length_features(self, ids):
+        """Standardized log lengths, shape (len(ids), 2): source, target."""
+        columns = []
+        for side, (mean, std) in zip(self.sides, self._log_length_stats):
+            columns.append((np.log(side.lengths[ids].astype(np.float64)) - mean) / std)
+        return np.stack(columns, axis=1).astype(np.float32)

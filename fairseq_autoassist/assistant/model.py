@@ -1,0 +1,182 @@
+"""The Assistant: an online logistic model that predicts whether a pair is still informative.
+
+``p(x, y) = sigmoid(bias + TF/TF-IDF bag-of-words terms + length terms)``, trained by SGD with
+L2 from the Boss's per-token losses. The label of a pair is "its per-token loss is above the
+running mean per-token loss" (the paper's label); the running mean is an exponential moving
+average over the losses the Boss reports. The paper switches to the previous pass's mean after
+the first pass; in a shrinking stream that mean lags behind the Boss by a whole pass and makes
+the labels lopsided, so the moving average is used throughout.
+
+The running mean decays fast (0.9 per batch by default): while the Boss's loss falls quickly a
+slow average lags above every fresh loss and almost all labels become "trivial".
+
+Confidence is an exponential moving average (decay 0.95 by default) of the Assistant's
+*balanced* accuracy on fresh losses (the mean of its accuracy on informative and on trivial
+pairs), measured before it trains on them. The paper averages plain accuracy; with lopsided
+labels that rewards an Assistant that predicts the majority label everywhere, and a confident
+but useless Assistant would filter hard. Balanced accuracy is 0.5 for any constant predictor.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .features import SCORING_CHUNK_PAIRS, PairFeatures
+
+STATE_VERSION = 1
+
+
+@dataclass
+class AssistantConfig:
+    learning_rate: float = 0.5
+    l2: float = 1e-4
+    loss_mean_decay: float = 0.9
+    confidence_decay: float = 0.95
+
+
+def _as_float32(value):
+    if isinstance(value, torch.Tensor):
+        value = value.numpy()
+    return np.array(value, dtype=np.float32)
+
+
+def balanced_accuracy(predicted, actual):
+    """Mean of the per-class accuracies; a class absent from ``actual`` is left out."""
+    per_class = [np.mean(predicted[actual == label] == label) for label in (True, False) if np.any(actual == label)]
+    return float(np.mean(per_class))
+
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))
+
+
+class Assistant:
+    def __init__(self, features: PairFeatures, config: AssistantConfig = AssistantConfig()):
+        self.features = features
+        self.config = config
+        vocab = features.vocab_size
+        # Rows: source TF, source TF-IDF, target TF, target TF-IDF.
+        self.token_weights = np.zeros((4, vocab), dtype=np.float32)
+        self.length_weights = np.zeros(2, dtype=np.float32)
+        self.bias = np.zeros(1, dtype=np.float32)
+        self.loss_mean = None
+        self.confidence = 0.0
+        self.accuracy = 0.0
+        self.positive_rate = 0.5
+        self.num_updates = 0
+        self.num_pairs_seen = 0
+
+    # ---------------------------------------------------------------- scoring
+    def _effective_token_weights(self):
+        """Per-side weight of one token occurrence before dividing by the sentence length."""
+        w = self.token_weights
+        idf_source, idf_target = self.features.idf
+        return (w[0] + idf_source * w[1], w[2] + idf_target * w[3])
+
+    def _logits(self, ids, effective):
+        logits = self.bias[0] + self.length_features(ids) @ self.length_weights
+        for side, weights in zip(self.features.sides, effective):
+            tokens, lengths = side.gather(ids)
+            per_occurrence = np.repeat(1.0 / lengths, lengths) * weights[tokens]
+            sentence = np.repeat(np.arange(len(ids)), lengths)
+            logits = logits + np.bincount(sentence, weights=per_occurrence, minlength=len(ids))
+        return logits
+
+    def length_features(self, ids):
+        return self.features.length_features(ids)
+
+    def predict(self, ids=None):
+        """P(informative) for pairs ``ids`` (all pairs when None), float32."""
+        if ids is None:
+            ids = np.arange(len(self.features), dtype=np.int64)
+        ids = np.asarray(ids, dtype=np.int64)
+        effective = self._effective_token_weights()
+        out = np.empty(len(ids), dtype=np.float32)
+        for start in range(0, len(ids), SCORING_CHUNK_PAIRS):
+            chunk = ids[start : start + SCORING_CHUNK_PAIRS]
+            out[start : start + len(chunk)] = _sigmoid(self._logits(chunk, effective))
+        return out
+
+    # ---------------------------------------------------------------- training
+    def labels(self, per_token_losses):
+        """The paper's label against the running mean (updated afterwards by ``update``)."""
+        threshold = self.loss_mean if self.loss_mean is not None else float(np.mean(per_token_losses))
+        return (per_token_losses > threshold).astype(np.float32)
+
+    def update(self, ids, per_token_losses):
+        """One SGD step on a batch of fresh Boss losses; returns the accuracy before the step."""
+        ids = np.asarray(ids, dtype=np.int64)
+        losses = np.asarray(per_token_losses, dtype=np.float64)
+        finite = np.isfinite(losses)
+        ids, losses = ids[finite], losses[finite]
+        if len(ids) == 0:
+            return None
+        cfg = self.config
+        labels = self.labels(losses)
+        effective = self._effective_token_weights()
+        probs = _sigmoid(self._logits(ids, effective))
+        accuracy = balanced_accuracy(probs > 0.5, labels > 0.5)
+
+        residual = (probs - labels) / len(ids)
+        lr = cfg.learning_rate
+        decay = np.float32(1.0 - lr * cfg.l2)
+        self.token_weights *= decay
+        self.length_weights *= decay
+        for row, (side, idf) in enumerate(zip(self.features.sides, self.features.idf)):
+            tokens, lengths = side.gather(ids)
+            per_occurrence = np.repeat(residual / lengths, lengths)
+            grad_tf = np.bincount(tokens, weights=per_occurrence, minlength=self.features.vocab_size)
+            self.token_weights[2 * row] -= (lr * grad_tf).astype(np.float32)
+            self.token_weights[2 * row + 1] -= (lr * grad_tf * idf).astype(np.float32)
+        self.length_weights -= (lr * (residual @ self.length_features(ids))).astype(np.float32)
+        self.bias -= np.float32(lr * residual.sum())
+
+        batch_mean = float(losses.mean())
+        if self.loss_mean is None:
+            self.loss_mean = batch_mean
+        else:
+            self.loss_mean = cfg.loss_mean_decay * self.loss_mean + (1 - cfg.loss_mean_decay) * batch_mean
+        self.accuracy = accuracy
+        self.confidence = cfg.confidence_decay * self.confidence + (1 - cfg.confidence_decay) * accuracy
+        self.positive_rate = 0.95 * self.positive_rate + 0.05 * float(labels.mean())
+        self.num_updates += 1
+        self.num_pairs_seen += len(ids)
+        return accuracy
+
+    # ---------------------------------------------------------------- state
+    def state_dict(self):
+        return {
+            "version": STATE_VERSION,
+            "vocab_size": self.features.vocab_size,
+            # Tensors, not numpy arrays: torch.load(weights_only=True) accepts them.
+            "token_weights": torch.from_numpy(self.token_weights.copy()),
+            "length_weights": torch.from_numpy(self.length_weights.copy()),
+            "bias": torch.from_numpy(self.bias.copy()),
+            "loss_mean": self.loss_mean,
+            "confidence": self.confidence,
+            "accuracy": self.accuracy,
+            "positive_rate": self.positive_rate,
+            "num_updates": self.num_updates,
+            "num_pairs_seen": self.num_pairs_seen,
+        }
+
+    def load_state_dict(self, state):
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(
+                f"Assistant state version {state.get('version')!r} is not {STATE_VERSION}"
+            )
+        if state["vocab_size"] != self.features.vocab_size:
+            raise ValueError(
+                f"Assistant state has vocabulary size {state['vocab_size']}, "
+                f"the data has {self.features.vocab_size}"
+            )
+        self.token_weights = _as_float32(state["token_weights"]).reshape(4, -1)
+        self.length_weights = _as_float32(state["length_weights"]).reshape(2)
+        self.bias = _as_float32(state["bias"]).reshape(1)
+        self.loss_mean = state["loss_mean"]
+        self.confidence = float(state["confidence"])
+        self.accuracy = float(state["accuracy"])
+        self.positive_rate = float(state["positive_rate"])
+        self.num_updates = int(state["num_updates"])
+        self.num_pairs_seen = int(state["num_pairs_seen"])

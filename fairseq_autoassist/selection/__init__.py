@@ -1,0 +1,22 @@
+"""Selection policies, their schedule and the seeded draw of kept pairs; no fairseq import."""
+
+from .keep_rules import (
+    POLICIES,
+    SelectionSchedule,
+    assistant_keep_probabilities,
+    uniform_keep_probabilities,
+)
+from .sampling import draw_keep_mask, importance_weights, local_generator
+from .selector import SelectionOptions, Selector
+
+__all__ = [
+    "POLICIES",
+    "SelectionOptions",
+    "SelectionSchedule",
+    "Selector",
+    "assistant_keep_probabilities",
+    "uniform_keep_probabilities",
+    "draw_keep_mask",
+    "importance_weights",
+    "local_generator",
+]

@@ -1,0 +1,60 @@
+"""Keep probabilities of each selection policy and the schedule that switches selection on and off.
+
+Every rule returns, for a set of candidate pairs, the probability of keeping each one. All
+probabilities are clipped to ``[min_keep_prob, 1]``, so every pair keeps a non-zero chance and an
+importance weight ``1 / p`` stays at most ``1 / min_keep_prob``.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+POLICIES = ("none", "assistant", "uniform")
+
+
+def _clip(keep_prob, min_keep_prob):
+    keep_prob = np.nan_to_num(np.asarray(keep_prob, dtype=np.float64), nan=1.0)
+    return np.clip(keep_prob, min_keep_prob, 1.0)
+
+
+def assistant_keep_probabilities(informative_prob, confidence, base_prob, min_keep_prob):
+    """The paper's rule: ``b + (1 - b) * p`` with ``b = max(base_prob, 1 - confidence)``.
+
+    An Assistant with low confidence filters little; a NaN prediction or confidence keeps the pair.
+    """
+    if not np.isfinite(confidence):
+        confidence = 0.0
+    floor = max(base_prob, 1.0 - float(confidence))
+    informative_prob = np.nan_to_num(np.asarray(informative_prob, dtype=np.float64), nan=1.0)
+    return _clip(floor + (1.0 - floor) * np.clip(informative_prob, 0.0, 1.0), min_keep_prob)
+
+
+def uniform_keep_probabilities(num_pairs, keep_prob, min_keep_prob):
+    return _clip(np.full(num_pairs, keep_prob), min_keep_prob)
+
+
+@dataclass
+class SelectionSchedule:
+    """When selection is active: after ``warmup_epochs`` and before the annealing phase.
+
+    The annealing phase is the final ``anneal_fraction`` of training, measured in updates when
+    ``max_update`` is set (> 0) and in epochs otherwise; with neither set there is no annealing.
+    """
+
+    warmup_epochs: int = 1
+    anneal_fraction: float = 0.0
+    max_epoch: int = 0
+    max_update: int = 0
+
+    def selection_active(self, epoch: int, num_updates: Optional[int] = None) -> bool:
+        if epoch <= self.warmup_epochs:
+            return False
+        if self.anneal_fraction <= 0:
+            return True
+        if self.max_update > 0 and num_updates is not None:
+            return num_updates < (1.0 - self.anneal_fraction) * self.max_update
+        if self.max_epoch > 0:
+            # Epoch e covers the interval (e - 1, e]; it anneals once it starts in the final fraction.
+            return epoch - 1 < (1.0 - self.anneal_fraction) * self.max_epoch
+        return True

@@ -1,0 +1,71 @@
+"""The selector: turns a policy, its schedule and (for AutoAssist) the Assistant into kept pairs."""
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from .keep_rules import SelectionSchedule, assistant_keep_probabilities, uniform_keep_probabilities
+from .sampling import draw_keep_mask, importance_weights
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SelectionOptions:
+    policy: str = "assistant"
+    base_prob: float = 0.5
+    min_keep_prob: float = 0.05
+    uniform_keep_prob: float = 0.7
+    importance_weighting: bool = False
+
+
+class Selector:
+    """Calling contract: ``select`` is called by the batch stream for each chunk (and again for the
+    same chunk when an epoch is planned, with the same random draws); ``num_updates`` is kept
+    current by the training loop so that update-based annealing knows where training is.
+
+    ``worker`` (an Assistant worker, see ``fairseq_autoassist.worker``) is needed by the
+    ``assistant`` policy only.
+    """
+
+    def __init__(self, options: SelectionOptions, schedule: SelectionSchedule, seed: int, worker=None):
+        if options.policy == "assistant" and worker is None:
+            raise ValueError("the assistant policy needs an Assistant worker")
+        self.options = options
+        self.schedule = schedule
+        self.seed = int(seed)
+        self.worker = worker
+        self.num_updates = 0
+        self.last_keep_prob_mean = 1.0
+
+    def keep_probabilities(self, indices, epoch):
+        """Per-pair keep probability for ``indices``; all ones outside the selection phase."""
+        if not self.schedule.selection_active(epoch, self.num_updates):
+            return None
+        policy = self.options.policy
+        if policy == "assistant":
+            if not self.worker.healthy:
+                return None
+            assistant = self.worker.snapshot()
+            return assistant_keep_probabilities(
+                assistant.predict(indices),
+                assistant.confidence,
+                self.options.base_prob,
+                self.options.min_keep_prob,
+            )
+        if policy == "uniform":
+            return uniform_keep_probabilities(
+                len(indices), self.options.uniform_keep_prob, self.options.min_keep_prob
+            )
+        raise ValueError(f"unknown selection policy {policy!r}")
+
+    def select(self, indices, epoch, pass_index, chunk):
+        keep_prob = self.keep_probabilities(indices, epoch)
+        if keep_prob is None:
+            self.last_keep_prob_mean = 1.0
+            return indices, None
+        self.last_keep_prob_mean = float(np.mean(keep_prob)) if len(keep_prob) else 1.0
+        mask = draw_keep_mask(keep_prob, self.seed, pass_index, chunk)
+        weights = importance_weights(keep_prob[mask]) if self.options.importance_weighting else None
+        return indices[mask], weights

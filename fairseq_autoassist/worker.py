@@ -1,0 +1,162 @@
+"""Feeding the Boss's losses to the Assistant: a background worker and its synchronous twin.
+
+Calling contract (both classes):
+
+* ``submit(ids, per_token_losses)`` from the training loop after each Boss step; never blocks
+  for longer than a queue append. The async worker keeps at most ``queue_size`` pending batches;
+  when full, the oldest pending batch is dropped and counted in ``dropped``.
+* ``predict(ids)`` scores pairs with a consistent snapshot of the Assistant's parameters (the
+  update lock is held only while the O(vocabulary) parameters are copied).
+* ``stats()`` returns plain scalars for logging.
+* ``state_dict()`` / ``load_state_dict()`` checkpoint the Assistant; the async worker first
+  drains its queue so that a saved state holds every loss reported before the save.
+
+If the async worker's thread dies, training goes on: ``healthy`` turns False, a warning is
+logged once, and callers fall back to keeping every pair.
+"""
+
+import collections
+import copy
+import logging
+import threading
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+class SyncAssistantWorker:
+    """Updates the Assistant in the caller's thread: deterministic, for tests and debugging."""
+
+    def __init__(self, assistant):
+        self.assistant = assistant
+        self.dropped = 0
+        self.healthy = True
+        self.submitted = 0
+
+    def submit(self, ids, per_token_losses):
+        self.submitted += 1
+        self.assistant.update(ids, per_token_losses)
+
+    def snapshot(self):
+        return self.assistant
+
+    def predict(self, ids):
+        return self.snapshot().predict(ids)
+
+    def drain(self):
+        pass
+
+    def stats(self):
+        a = self.assistant
+        return {
+            "accuracy": a.accuracy,
+            "confidence": a.confidence,
+            "loss_mean": a.loss_mean if a.loss_mean is not None else float("nan"),
+            "positive_rate": a.positive_rate,
+            "updates": a.num_updates,
+            "dropped": self.dropped,
+            "healthy": self.healthy,
+        }
+
+    def state_dict(self):
+        self.drain()
+        return self.assistant.state_dict()
+
+    def load_state_dict(self, state):
+        self.drain()
+        self.assistant.load_state_dict(state)
+
+    def close(self):
+        pass
+
+
+class AsyncAssistantWorker(SyncAssistantWorker):
+    """Updates the Assistant in a daemon thread fed by a bounded drop-oldest queue."""
+
+    def __init__(self, assistant, queue_size=64):
+        super().__init__(assistant)
+        self._pending = collections.deque()
+        self._queue_size = int(queue_size)
+        self._cond = threading.Condition()
+        self._update_lock = threading.Lock()
+        self._busy = False
+        self._closed = False
+        self._failure_logged = False
+        self._thread = threading.Thread(target=self._run, name="autoassist-assistant", daemon=True)
+        self._thread.start()
+
+    def submit(self, ids, per_token_losses):
+        if not self.healthy:
+            return
+        with self._cond:
+            self.submitted += 1
+            if len(self._pending) >= self._queue_size:
+                self._pending.popleft()
+                self.dropped += 1
+            self._pending.append((np.asarray(ids), np.asarray(per_token_losses)))
+            self._cond.notify()
+
+    def _run(self):
+        try:
+            while True:
+                with self._cond:
+                    while not self._pending and not self._closed:
+                        self._cond.wait()
+                    if self._closed and not self._pending:
+                        return
+                    ids, losses = self._pending.popleft()
+                    self._busy = True
+                with self._update_lock:
+                    self.assistant.update(ids, losses)
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+        except Exception:
+            logger.exception("AutoAssist: the Assistant worker failed; training goes on keeping every pair")
+            self.mark_failed()
+
+    def mark_failed(self):
+        with self._cond:
+            self.healthy = False
+            self._busy = False
+            self._pending.clear()
+            self._cond.notify_all()
+        if not self._failure_logged:
+            self._failure_logged = True
+            logger.warning("AutoAssist: Assistant worker is down; selection falls back to keeping every pair")
+
+    def snapshot(self):
+        with self._update_lock:
+            return _snapshot(self.assistant)
+
+    def drain(self):
+        with self._cond:
+            while self.healthy and (self._pending or self._busy):
+                self._cond.wait(timeout=1.0)
+                if not self._thread.is_alive():
+                    break
+
+    def stats(self):
+        with self._update_lock:
+            return super().stats()
+
+    def load_state_dict(self, state):
+        self.drain()
+        with self._update_lock:
+            self.assistant.load_state_dict(state)
+
+    def close(self):
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5.0)
+
+
+def _snapshot(assistant):
+    """A copy of the Assistant that shares the (read-only) features and copies the parameters."""
+    clone = copy.copy(assistant)
+    clone.token_weights = assistant.token_weights.copy()
+    clone.length_weights = assistant.length_weights.copy()
+    clone.bias = assistant.bias.copy()
+    return clone

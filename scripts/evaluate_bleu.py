@@ -1,0 +1,143 @@
+#!/usr/bin/env python
+"""Translate a split with a checkpoint and score it with sacreBLEU (BLEU and chrF, with signatures).
+
+    python scripts/evaluate_bleu.py --checkpoint checkpoints/assistant/checkpoint_best.pt \
+        --data data-bin/multi30k.de-en --split test --beam 5
+
+Runs ``fairseq-generate`` (with this plugin loaded), decodes the sentencepiece pieces with the
+``spm.model`` kept beside the binarized data, scores the detokenized hypotheses against the raw
+references in ``DATA/raw/`` and writes a JSON file (default: ``bleu_SPLIT.json`` beside the
+checkpoint) with the scores, their signatures and the path of the hypotheses file.
+"""
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLUGIN_DIR = os.path.join(ROOT, "fairseq_autoassist")
+logger = logging.getLogger("evaluate_bleu")
+
+
+class EvaluationError(RuntimeError):
+    """Bad input; the message names the file or flag to fix."""
+
+
+def data_languages(data):
+    info_path = os.path.join(data, "prepare.json")
+    if not os.path.isfile(info_path):
+        raise EvaluationError(f"{info_path} is missing; prepare the data with scripts/prepare_multi30k.py")
+    with open(info_path) as f:
+        info = json.load(f)
+    return info["source"], info["target"]
+
+
+def generate(checkpoint, data, split, beam, max_tokens, cpu, src, tgt):
+    """Hypotheses in sentencepiece pieces, in corpus order."""
+    command = [
+        sys.executable, "-m", "fairseq_cli.generate", data,
+        "--user-dir", PLUGIN_DIR, "--task", "translation",
+        "--source-lang", src, "--target-lang", tgt,
+        "--path", checkpoint, "--gen-subset", split,
+        "--beam", str(beam), "--max-tokens", str(max_tokens),
+        "--num-workers", "0",
+        # The default multiple of 8 silently drops the last sentences of the split (fairseq issue 5036).
+        "--required-batch-size-multiple", "1",
+    ]
+    if cpu:
+        command.append("--cpu")
+    logger.info("generating: %s", " ".join(command))
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise EvaluationError(f"fairseq-generate failed:\n{result.stderr[-3000:]}")
+    hypotheses = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("H-"):
+            head, _score, text = (line.split("\t") + ["", ""])[:3]
+            hypotheses[int(head[2:])] = text
+    return [hypotheses[i] for i in sorted(hypotheses)]
+
+
+def score(hypotheses, references):
+    import sacrebleu
+
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    bleu_score = bleu.corpus_score(hypotheses, [references])
+    chrf_score = chrf.corpus_score(hypotheses, [references])
+    return {
+        "bleu": round(bleu_score.score, 2),
+        "bleu_signature": str(bleu.get_signature()),
+        "bleu_detail": str(bleu_score),
+        "chrf": round(chrf_score.score, 2),
+        "chrf_signature": str(chrf.get_signature()),
+    }
+
+
+def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, output=None):
+    import sentencepiece as spm
+    import torch
+
+    if not os.path.isfile(checkpoint):
+        raise EvaluationError(f"--checkpoint {checkpoint} does not exist")
+    src, tgt = data_languages(data)
+    reference_path = os.path.join(data, "raw", f"{split}.{tgt}")
+    if not os.path.isfile(reference_path):
+        raise EvaluationError(f"{reference_path} is missing; --split must be valid or test of a prepared folder")
+    with open(reference_path, encoding="utf-8") as f:
+        references = f.read().rstrip("\n").split("\n")
+    if cpu is None:
+        cpu = not torch.cuda.is_available()
+    pieces = generate(checkpoint, data, split, beam, max_tokens, cpu, src, tgt)
+    if len(pieces) != len(references):
+        raise EvaluationError(f"got {len(pieces)} hypotheses for {len(references)} references in {reference_path}")
+    model = spm.SentencePieceProcessor(model_file=os.path.join(data, "spm.model"))
+    hypotheses = [model.decode(p.split()) for p in pieces]
+
+    output = output or os.path.join(os.path.dirname(os.path.abspath(checkpoint)), f"bleu_{split}.json")
+    hypotheses_path = os.path.splitext(output)[0] + ".hyp.txt"
+    with open(hypotheses_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(hypotheses) + "\n")
+    result = {
+        "checkpoint": os.path.abspath(checkpoint),
+        "data": os.path.abspath(data),
+        "split": split,
+        "beam": beam,
+        "sentences": len(hypotheses),
+        "hypotheses": os.path.abspath(hypotheses_path),
+        **score(hypotheses, references),
+    }
+    with open(output, "w") as f:
+        json.dump(result, f, indent=2)
+    return result, output
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="a fairseq checkpoint (.pt)")
+    parser.add_argument("--data", default=os.path.join(ROOT, "data-bin", "multi30k.de-en"), help="prepared data-bin folder")
+    parser.add_argument("--split", default="test", choices=["valid", "test"])
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--max-tokens", type=int, default=8000)
+    parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
+    parser.add_argument("--output", default=None, help="JSON output (default: bleu_SPLIT.json beside the checkpoint)")
+    args = parser.parse_args(argv)
+    cpu = None if args.device == "auto" else args.device == "cpu"
+    try:
+        result, output = evaluate(args.checkpoint, args.data, args.split, args.beam, args.max_tokens, cpu, args.output)
+    except EvaluationError as error:
+        logger.error("%s", error)
+        return 2
+    print(f"{args.split} {result['bleu_detail']}")
+    print(f"BLEU signature: {result['bleu_signature']}")
+    print(f"chrF2 = {result['chrf']:.2f}  signature: {result['chrf_signature']}")
+    print(f"wrote {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+#!/usr/bin/env python
+"""Prepare Multi30K (task 1) for fairseq: sentencepiece, then binarization into data-bin/.
+
+    python scripts/prepare_multi30k.py --raw-dir ../shared/data/multi30k
+    python scripts/prepare_multi30k.py --src en --tgt de --vocab-size 10000
+
+Reads ``{train,val,test_2016_flickr}.{src,tgt}[.gz]`` from ``--raw-dir`` (downloading them from
+the public Multi30K repository when the folder lacks them), trains one joint sentencepiece
+model, encodes every split, and binarizes with ``fairseq-preprocess --joined-dictionary`` into
+``--dest`` (default ``data-bin/multi30k.SRC-TGT``). Beside the binarized data it keeps
+``spm.model`` and ``raw/{valid,test}.{src,tgt}`` so that evaluation needs nothing else.
+"""
+
+import argparse
+import gzip
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+
+logger = logging.getLogger("prepare_multi30k")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UPSTREAM = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+# Multi30K file stem -> fairseq split name.
+SPLITS = {"train": "train", "val": "valid", "test_2016_flickr": "test"}
+
+
+class PreparationError(RuntimeError):
+    """Bad input; the message names the file or flag to fix."""
+
+
+def find_raw_file(raw_dir, stem, lang):
+    for name in (f"{stem}.{lang}", f"{stem}.{lang}.gz"):
+        path = os.path.join(raw_dir, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def download_missing(raw_dir, stems, langs, base_url=UPSTREAM):
+    os.makedirs(raw_dir, exist_ok=True)
+    for stem in stems:
+        for lang in langs:
+            if find_raw_file(raw_dir, stem, lang):
+                continue
+            url = f"{base_url}/{stem}.{lang}.gz"
+            target = os.path.join(raw_dir, f"{stem}.{lang}.gz")
+            logger.info("downloading %s", url)
+            try:
+                with urllib.request.urlopen(url, timeout=30) as response, open(target + ".part", "wb") as out:
+                    shutil.copyfileobj(response, out)
+            except (urllib.error.URLError, OSError) as error:
+                raise PreparationError(
+                    f"{os.path.join(raw_dir, stem + '.' + lang)}[.gz] is missing and downloading {url} "
+                    f"failed ({error}); put the raw Multi30K files there or point --raw-dir at a "
+                    "folder that has them"
+                ) from None
+            os.replace(target + ".part", target)
+
+
+def read_lines(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            out.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as error:
+            raise PreparationError(
+                f"{path}: line {number} is not valid UTF-8 ({error.reason} at byte {error.start}); "
+                "fix or re-encode the file"
+            ) from None
+    if not out:
+        raise PreparationError(f"{path} is empty")
+    return out
+
+
+def read_parallel(raw_dir, stem, src, tgt):
+    paths = []
+    for lang in (src, tgt):
+        path = find_raw_file(raw_dir, stem, lang)
+        if path is None:
+            raise PreparationError(
+                f"{os.path.join(raw_dir, stem)}.{lang}[.gz] is missing; check --raw-dir and --src/--tgt"
+            )
+        paths.append(path)
+    sides = [read_lines(p) for p in paths]
+    if len(sides[0]) != len(sides[1]):
+        raise PreparationError(
+            f"{paths[0]} has {len(sides[0])} lines but {paths[1]} has {len(sides[1])}; "
+            "line i of one side must translate line i of the other"
+        )
+    return sides
+
+
+def train_sentencepiece(texts, model_prefix, vocab_size):
+    import sentencepiece as spm
+
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as f:
+        for line in texts:
+            f.write(line + "\n")
+        corpus = f.name
+    try:
+        spm.SentencePieceTrainer.train(
+            input=corpus,
+            model_prefix=model_prefix,
+            vocab_size=vocab_size,
+            model_type="unigram",
+            character_coverage=1.0,
+            hard_vocab_limit=False,
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            unk_id=0,
+            minloglevel=2,
+        )
+    finally:
+        os.unlink(corpus)
+    return spm.SentencePieceProcessor(model_file=model_prefix + ".model")
+
+
+def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
+    stems = list(SPLITS)
+    if download:
+        download_missing(raw_dir, stems, (src, tgt))
+    corpora = {stem: read_parallel(raw_dir, stem, src, tgt) for stem in stems}
+    if vocab_size < 16:
+        raise PreparationError(f"--vocab-size {vocab_size} is too small; use at least 16")
+
+    os.makedirs(dest, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="spm-", dir=dest)
+    try:
+        train_src, train_tgt = corpora["train"]
+        model = train_sentencepiece(train_src + train_tgt, os.path.join(dest, "spm"), vocab_size)
+        os.makedirs(os.path.join(dest, "raw"), exist_ok=True)
+        for stem, split in SPLITS.items():
+            for lang, lines in zip((src, tgt), corpora[stem]):
+                with open(os.path.join(work, f"{split}.{lang}"), "w", encoding="utf-8") as f:
+                    for pieces in model.encode(lines, out_type=str):
+                        f.write(" ".join(pieces) + "\n")
+                if split != "train":
+                    with open(os.path.join(dest, "raw", f"{split}.{lang}"), "w", encoding="utf-8") as f:
+                        f.write("\n".join(lines) + "\n")
+        for stale in os.listdir(dest):
+            if stale.startswith("dict.") or stale.endswith((".bin", ".idx")):
+                os.unlink(os.path.join(dest, stale))
+        command = [
+            sys.executable, "-m", "fairseq_cli.preprocess",
+            "--source-lang", src, "--target-lang", tgt,
+            "--trainpref", os.path.join(work, "train"),
+            "--validpref", os.path.join(work, "valid"),
+            "--testpref", os.path.join(work, "test"),
+            "--destdir", dest, "--joined-dictionary", "--workers", str(workers),
+        ]
+        logger.info("binarizing: %s", " ".join(command))
+        subprocess.run(command, check=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    info = {
+        "source": src,
+        "target": tgt,
+        "vocab_size": vocab_size,
+        "sentencepiece_pieces": model.get_piece_size(),
+        "pairs": {SPLITS[stem]: len(sides[0]) for stem, sides in corpora.items()},
+        "raw_dir": os.path.abspath(raw_dir),
+    }
+    with open(os.path.join(dest, "prepare.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    logger.info("prepared %s: %s", dest, info["pairs"])
+    return info
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--raw-dir", default=os.environ.get("MULTI30K_RAW_DIR", os.path.join(ROOT, "data", "multi30k")),
+                        help="folder with the raw task-1 files (default: $MULTI30K_RAW_DIR or data/multi30k)")
+    parser.add_argument("--dest", default=None, help="output folder (default: data-bin/multi30k.SRC-TGT)")
+    parser.add_argument("--src", default="de", help="source language (default: de)")
+    parser.add_argument("--tgt", default="en", help="target language (default: en)")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="joint sentencepiece vocabulary (default: 8000)")
+    parser.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
+    parser.add_argument("--no-download", action="store_true", help="never download missing raw files")
+    args = parser.parse_args(argv)
+    if args.src == args.tgt:
+        parser.error(f"--src and --tgt are both {args.src!r}")
+    if args.dest is None:
+        args.dest = os.path.join(ROOT, "data-bin", f"multi30k.{args.src}-{args.tgt}")
+    return args
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+    args = parse_args(argv)
+    try:
+        prepare(args.raw_dir, args.dest, args.src, args.tgt, args.vocab_size, args.workers,
+                download=not args.no_download)
+    except PreparationError as error:
+        logger.error("%s", error)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
