@@ -1,7 +1,9 @@
 """The Assistant: an online logistic model that predicts whether a pair is still informative.
 
-``p(x, y) = sigmoid(bias + TF/TF-IDF bag-of-words terms + length terms)``, trained by SGD with
-L2 from the Boss's per-token losses. The label of a pair is "its per-token loss is above the
+``p(x, y) = sigmoid(bias + TF/TF-IDF bag-of-words terms + length terms)``, trained online on
+the log loss with L2 from the Boss's per-token losses. The paper uses plain SGD; here each step
+is Adagrad (a per-weight step size), because token features are sparse: a rare but telling
+token gets a useful step instead of one scaled down by how seldom it appears. The label of a pair is "its per-token loss is above the
 running mean per-token loss" (the paper's label); the running mean is an exponential moving
 average over the losses the Boss reports. The paper switches to the previous pass's mean after
 the first pass; in a shrinking stream that mean lags behind the Boss by a whole pass and makes
@@ -24,7 +26,7 @@ import torch
 
 from .features import SCORING_CHUNK_PAIRS, PairFeatures
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 @dataclass
@@ -39,6 +41,12 @@ def _as_float32(value):
     if isinstance(value, torch.Tensor):
         value = value.numpy()
     return np.array(value, dtype=np.float32)
+
+
+def _as_float64(value):
+    if isinstance(value, torch.Tensor):
+        value = value.numpy()
+    return np.array(value, dtype=np.float64)
 
 
 def balanced_accuracy(predicted, actual):
@@ -60,6 +68,10 @@ class Assistant:
         self.token_weights = np.zeros((4, vocab), dtype=np.float32)
         self.length_weights = np.zeros(2, dtype=np.float32)
         self.bias = np.zeros(1, dtype=np.float32)
+        # Adagrad accumulators: token features are sparse and rare tokens need larger steps.
+        self._sq_token_grads = np.zeros((4, vocab), dtype=np.float64)
+        self._sq_length_grads = np.zeros(2, dtype=np.float64)
+        self._sq_bias_grads = np.zeros(1, dtype=np.float64)
         self.loss_mean = None
         self.confidence = 0.0
         self.accuracy = 0.0
@@ -104,8 +116,24 @@ class Assistant:
         threshold = self.loss_mean if self.loss_mean is not None else float(np.mean(per_token_losses))
         return (per_token_losses > threshold).astype(np.float32)
 
+    def gradients(self, ids, residual):
+        """Gradient of the summed log loss given ``residual = prediction - label`` per pair.
+
+        Summing ``residual / length`` over token occurrences gives each distinct token exactly
+        ``residual * count / length``: its TF feature times the residual.
+        """
+        grad_tokens = np.empty(self.token_weights.shape, dtype=np.float64)
+        for row, (side, idf) in enumerate(zip(self.features.sides, self.features.idf)):
+            tokens, lengths = side.gather(ids)
+            per_occurrence = np.repeat(residual / lengths, lengths)
+            grad_tf = np.bincount(tokens, weights=per_occurrence, minlength=self.features.vocab_size)
+            grad_tokens[2 * row] = grad_tf
+            grad_tokens[2 * row + 1] = grad_tf * idf
+        grad_lengths = residual @ self.length_features(ids)
+        return grad_tokens, grad_lengths, np.array([residual.sum()])
+
     def update(self, ids, per_token_losses):
-        """One SGD step on a batch of fresh Boss losses; returns the accuracy before the step."""
+        """One Adagrad step on a batch of fresh Boss losses; returns the balanced accuracy before it."""
         ids = np.asarray(ids, dtype=np.int64)
         losses = np.asarray(per_token_losses, dtype=np.float64)
         finite = np.isfinite(losses)
@@ -119,18 +147,15 @@ class Assistant:
         accuracy = balanced_accuracy(probs > 0.5, labels > 0.5)
 
         residual = (probs - labels) / len(ids)
-        lr = cfg.learning_rate
-        decay = np.float32(1.0 - lr * cfg.l2)
-        self.token_weights *= decay
-        self.length_weights *= decay
-        for row, (side, idf) in enumerate(zip(self.features.sides, self.features.idf)):
-            tokens, lengths = side.gather(ids)
-            per_occurrence = np.repeat(residual / lengths, lengths)
-            grad_tf = np.bincount(tokens, weights=per_occurrence, minlength=self.features.vocab_size)
-            self.token_weights[2 * row] -= (lr * grad_tf).astype(np.float32)
-            self.token_weights[2 * row + 1] -= (lr * grad_tf * idf).astype(np.float32)
-        self.length_weights -= (lr * (residual @ self.length_features(ids))).astype(np.float32)
-        self.bias -= np.float32(lr * residual.sum())
+        grad_tokens, grad_lengths, grad_bias = self.gradients(ids, residual)
+        for weights, accumulator, grad, l2 in (
+            (self.token_weights, self._sq_token_grads, grad_tokens, cfg.l2),
+            (self.length_weights, self._sq_length_grads, grad_lengths, cfg.l2),
+            (self.bias, self._sq_bias_grads, grad_bias, 0.0),
+        ):
+            grad = grad + l2 * weights
+            accumulator += grad * grad
+            weights -= (cfg.learning_rate * grad / (np.sqrt(accumulator) + 1e-8)).astype(np.float32)
 
         batch_mean = float(losses.mean())
         if self.loss_mean is None:
@@ -153,6 +178,9 @@ class Assistant:
             "token_weights": torch.from_numpy(self.token_weights.copy()),
             "length_weights": torch.from_numpy(self.length_weights.copy()),
             "bias": torch.from_numpy(self.bias.copy()),
+            "sq_token_grads": torch.from_numpy(self._sq_token_grads.copy()),
+            "sq_length_grads": torch.from_numpy(self._sq_length_grads.copy()),
+            "sq_bias_grads": torch.from_numpy(self._sq_bias_grads.copy()),
             "loss_mean": self.loss_mean,
             "confidence": self.confidence,
             "accuracy": self.accuracy,
@@ -174,6 +202,9 @@ class Assistant:
         self.token_weights = _as_float32(state["token_weights"]).reshape(4, -1)
         self.length_weights = _as_float32(state["length_weights"]).reshape(2)
         self.bias = _as_float32(state["bias"]).reshape(1)
+        self._sq_token_grads = _as_float64(state["sq_token_grads"]).reshape(4, -1)
+        self._sq_length_grads = _as_float64(state["sq_length_grads"]).reshape(2)
+        self._sq_bias_grads = _as_float64(state["sq_bias_grads"]).reshape(1)
         self.loss_mean = state["loss_mean"]
         self.confidence = float(state["confidence"])
         self.accuracy = float(state["accuracy"])

@@ -86,10 +86,10 @@ class ShrinkingBatchStream:
         start = chunk * self.chunk_pairs
         return self.candidates[order[start : start + self.chunk_pairs]]
 
-    def _generate_chunk(self, epoch, pass_index, chunk):
+    def _generate_chunk(self, epoch, pass_index, chunk, select=True):
         """The chunk's candidates, kept pairs and shuffled ``(batch, weights)`` list."""
         indices = self._chunk_indices(pass_index, chunk)
-        kept, weights = self.select(indices, epoch, pass_index, chunk)
+        kept, weights = self.select(indices, epoch, pass_index, chunk) if select else (indices, None)
         batches = self.make_batches(kept) if len(kept) else []
         self._scratch_weights[kept] = 1.0 if weights is None else weights
         shuffled = local_generator(self.seed, pass_index, chunk + 1).permutation(len(batches))
@@ -126,11 +126,17 @@ class ShrinkingBatchStream:
         """Yields ``(indices, weights)`` for batches ``start .. planned - 1`` of ``epoch``."""
         planned = self.plan_epoch(epoch)
         for _ in range(start, planned):
+            empty_chunks = 0
             while not self.pending:
-                indices, kept, batches = self._generate_chunk(epoch, self.pass_index, self.next_chunk)
+                # Never starve: after a whole pass of chunks that kept nothing, take one unfiltered.
+                select = empty_chunks < self.chunks_per_pass
+                indices, kept, batches = self._generate_chunk(
+                    epoch, self.pass_index, self.next_chunk, select=select
+                )
                 self.epoch_stats.add_chunk(self.target_sizes[indices], self.target_sizes[kept])
                 self._advance_cursor()
                 self.pending.extend(batches)
+                empty_chunks += 1
             batch, weights = self.pending.popleft()
             self.pair_weights[batch] = weights
             self._yielded_this_epoch.append((batch, weights))

@@ -19,6 +19,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
 from ..assistant import Assistant, AssistantConfig, PairFeatures
+from ..compat import allow_fairseq_checkpoints
 from ..data import ShrinkingBatchStream
 from ..data.iterator import ShrinkingEpochBatchIterator, corpus_side
 from ..selection import POLICIES, SelectionOptions, SelectionSchedule, Selector
@@ -27,6 +28,9 @@ from ..worker import AsyncAssistantWorker, SyncAssistantWorker
 logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
+
+# fairseq imports --user-dir modules before it loads any checkpoint.
+allow_fairseq_checkpoints()
 
 
 class AutoAssistConfigError(ValueError):
@@ -88,7 +92,7 @@ class AutoAssistTranslationConfig(TranslationConfig):
                   "oldest is dropped (and counted)"},
     )
     autoassist_lr: float = field(
-        default=0.5, metadata={"help": "the Assistant's SGD step size"}
+        default=0.5, metadata={"help": "the Assistant's Adagrad step size"}
     )
     autoassist_l2: float = field(
         default=1e-4, metadata={"help": "the Assistant's L2 regularization"}
@@ -384,14 +388,18 @@ class AutoAssistTranslationTask(TranslationTask):
         if not state:
             return
         problem = _state_problem(state, self.cfg.autoassist_policy)
+        if problem is None:
+            try:
+                self.train_iterator.stream.load_state_dict(state["stream"])
+                if self.worker is not None:
+                    self.worker.load_state_dict(state["assistant"])
+            except (KeyError, ValueError, TypeError, IndexError) as error:
+                problem = f"is corrupt ({type(error).__name__}: {error})"
         if problem:
             raise AutoAssistConfigError(
                 f"the checkpoint's AutoAssist state {problem}; restart AutoAssist with "
                 "--autoassist-reset-state (the Boss's weights are still loaded)"
             )
-        self.train_iterator.stream.load_state_dict(state["stream"])
-        if self.worker is not None and "assistant" in state:
-            self.worker.load_state_dict(state["assistant"])
         self._state_restored = True
         logger.info("AutoAssist: restored Assistant and selection state from the checkpoint")
 

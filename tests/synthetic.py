@@ -1,0 +1,36 @@
+"""Small synthetic corpora for the tests (no fairseq import)."""
+
+import numpy as np
+
+from fairseq_autoassist.assistant import CorpusSide, PairFeatures
+
+EOS = 2
+
+
+def random_side(rng, num_sentences, vocab_size, min_len=3, max_len=20, first_token=4):
+    """A corpus side of random token ids in [first_token, vocab_size), each sentence ending in EOS."""
+    lengths = rng.integers(min_len, max_len + 1, size=num_sentences)
+    offsets = np.zeros(num_sentences + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(lengths)
+    tokens = rng.integers(first_token, vocab_size, size=offsets[-1]).astype(np.uint16)
+    tokens[offsets[1:] - 1] = EOS
+    return CorpusSide(tokens, offsets)
+
+
+def random_features(num_pairs=2000, vocab_size=200, seed=0):
+    rng = np.random.default_rng(seed)
+    source = random_side(rng, num_pairs, vocab_size)
+    target = random_side(rng, num_pairs, vocab_size)
+    return PairFeatures(source, target, vocab_size)
+
+
+def planted_losses(features, marker_tokens, seed=0):
+    """Per-token losses that are high exactly for pairs whose source contains a marker token."""
+    rng = np.random.default_rng(seed)
+    source = features.source
+    has_marker = np.zeros(len(features), dtype=bool)
+    for i in range(len(features)):
+        sentence = source.tokens[source.offsets[i] : source.offsets[i + 1]]
+        has_marker[i] = np.isin(sentence, marker_tokens).any()
+    losses = np.where(has_marker, 3.0, 1.0) + rng.normal(0, 0.2, size=len(features))
+    return losses, has_marker

@@ -1,0 +1,129 @@
+"""The Assistant and its features: model-free, milliseconds."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from fairseq_autoassist.assistant import Assistant, AssistantConfig, CorpusSide, PairFeatures
+from fairseq_autoassist.assistant.model import balanced_accuracy
+
+from .synthetic import planted_losses, random_features
+
+
+def naive_logit(assistant, i):
+    """The score of pair i computed token by token, the way the features are defined."""
+    f = assistant.features
+    w = assistant.token_weights
+    z = float(assistant.bias[0]) + float(f.length_features(np.array([i]))[0] @ assistant.length_weights)
+    for side_index, (side, idf) in enumerate(zip(f.sides, f.idf)):
+        sentence = side.tokens[side.offsets[i] : side.offsets[i + 1]].astype(np.int64)
+        for token in np.unique(sentence):
+            tf = np.count_nonzero(sentence == token) / len(sentence)
+            z += tf * w[2 * side_index, token] + tf * idf[token] * w[2 * side_index + 1, token]
+    return z
+
+
+def test_vectorized_scores_match_the_feature_definition():
+    features = random_features(num_pairs=50, vocab_size=30)
+    assistant = Assistant(features)
+    rng = np.random.default_rng(1)
+    assistant.token_weights = rng.normal(size=assistant.token_weights.shape).astype(np.float32)
+    assistant.length_weights = rng.normal(size=2).astype(np.float32)
+    assistant.bias[:] = 0.3
+    expected = 1 / (1 + np.exp(-np.array([naive_logit(assistant, i) for i in range(50)])))
+    np.testing.assert_allclose(assistant.predict(), expected, rtol=1e-4)
+    np.testing.assert_allclose(assistant.predict([7, 3]), expected[[7, 3]], rtol=1e-4)
+
+
+def test_idf_counts_each_sentence_once():
+    # token 5 is in sentences 0 and 1 (twice in 0); token 6 only in sentence 2.
+    side = CorpusSide(np.array([5, 5, 2, 5, 2, 6, 2]), np.array([0, 3, 5, 7]))
+    features = PairFeatures(side, side, vocab_size=8)
+    np.testing.assert_allclose(features.idf[0][5], np.log(3 / 2), rtol=1e-6)
+    np.testing.assert_allclose(features.idf[0][6], np.log(3 / 1), rtol=1e-6)
+
+
+def test_a_repeated_token_contributes_by_its_frequency_once():
+    side = CorpusSide(np.array([5, 5, 5, 2]), np.array([0, 4]))
+    features = PairFeatures(side, side, vocab_size=8)
+    grad_tokens, _, grad_bias = Assistant(features).gradients(np.array([0]), np.array([-0.5]))
+    # TF of token 5 is count / length = 3 / 4; the original code added its full weight 3 times.
+    assert grad_tokens[0, 5] == pytest.approx(-0.5 * 3 / 4)
+    assert grad_tokens[0, 2] == pytest.approx(-0.5 * 1 / 4)
+    assert grad_tokens[1, 5] == pytest.approx(-0.5 * 3 / 4 * features.idf[0][5])
+    assert grad_bias[0] == pytest.approx(-0.5)
+
+
+def test_features_do_not_copy_the_corpus():
+    features = random_features(num_pairs=100)
+    tokens = features.source.tokens
+    assert features.source.tokens is tokens
+    assert not any(
+        isinstance(value, np.ndarray) and value.size >= tokens.size and value is not tokens
+        for value in vars(features).values()
+    )
+
+
+def test_learns_a_planted_signal():
+    features = random_features(num_pairs=3000, vocab_size=200, seed=3)
+    losses, informative = planted_losses(features, marker_tokens=[10, 11, 12, 13, 14])
+    assistant = Assistant(features)
+    rng = np.random.default_rng(0)
+    train, test = np.arange(2000), np.arange(2000, 3000)
+    for _ in range(10):
+        for batch in np.array_split(rng.permutation(train), 20):
+            assistant.update(batch, losses[batch])
+    predicted = assistant.predict(test) > 0.5
+    assert balanced_accuracy(predicted, informative[test]) > 0.9
+    assert assistant.confidence > 0.8
+
+
+def test_an_uninformative_signal_gives_chance_confidence():
+    features = random_features(num_pairs=2000, seed=4)
+    losses = np.random.default_rng(5).normal(2.0, 0.5, size=2000)
+    assistant = Assistant(features)
+    for batch in np.array_split(np.arange(2000), 40):
+        assistant.update(batch, losses[batch])
+    assert 0.35 < assistant.confidence < 0.65
+
+
+def test_non_finite_losses_are_ignored():
+    features = random_features(num_pairs=10)
+    assistant = Assistant(features)
+    assert assistant.update([0, 1], [np.nan, np.inf]) is None
+    assert assistant.num_updates == 0
+    assistant.update([0, 1, 2], [1.0, np.nan, 3.0])
+    assert assistant.num_pairs_seen == 2
+    assert np.isfinite(assistant.token_weights).all()
+
+
+def test_state_round_trips_through_a_weights_only_torch_checkpoint():
+    features = random_features(num_pairs=200)
+    assistant = Assistant(features)
+    losses = np.random.default_rng(0).random(200)
+    assistant.update(np.arange(100), losses[:100])
+    buffer = io.BytesIO()
+    torch.save({"assistant": assistant.state_dict()}, buffer)
+    buffer.seek(0)
+    restored = Assistant(features)
+    restored.load_state_dict(torch.load(buffer, weights_only=True)["assistant"])
+    np.testing.assert_array_equal(restored.predict(), assistant.predict())
+    assert restored.confidence == assistant.confidence
+    assert restored.loss_mean == assistant.loss_mean
+
+
+def test_rejects_state_of_another_vocabulary_or_version():
+    assistant = Assistant(random_features(num_pairs=20, vocab_size=50))
+    other = Assistant(random_features(num_pairs=20, vocab_size=60)).state_dict()
+    with pytest.raises(ValueError, match="vocabulary size 60"):
+        assistant.load_state_dict(other)
+    with pytest.raises(ValueError, match="version"):
+        assistant.load_state_dict({**assistant.state_dict(), "version": 99})
+
+
+def test_balanced_accuracy_is_half_for_a_constant_predictor():
+    actual = np.array([True] * 10 + [False] * 90)
+    assert balanced_accuracy(np.zeros(100, bool), actual) == 0.5
+    assert balanced_accuracy(actual.copy(), actual) == 1.0

@@ -1,0 +1,140 @@
+"""The shrinking batch stream: epochs, chunks, token budget, carry-over and exact resume."""
+
+import numpy as np
+
+from fairseq_autoassist.data import ShrinkingBatchStream
+from fairseq_autoassist.selection import draw_keep_mask
+
+NUM_PAIRS = 1000
+MAX_TOKENS = 200
+SIZES = np.random.default_rng(0).integers(3, 30, size=NUM_PAIRS)
+
+
+def token_budget_batches(kept):
+    """Length bucketing under a padded token budget, like fairseq's batch_by_size."""
+    kept = kept[np.argsort(SIZES[kept], kind="stable")]
+    batches, current, longest = [], [], 0
+    for index in kept:
+        longest_if_added = max(longest, SIZES[index])
+        if current and longest_if_added * (len(current) + 1) > MAX_TOKENS:
+            batches.append(np.array(current))
+            current, longest_if_added = [], SIZES[index]
+        current.append(index)
+        longest = longest_if_added
+    if current:
+        batches.append(np.array(current))
+    return batches
+
+
+class RecordingSelector:
+    """Keeps each pair with a probability that changes with every call (a drifting Assistant)."""
+
+    def __init__(self, keep_prob=0.6, drift=0.0):
+        self.keep_prob, self.drift, self.calls = keep_prob, drift, []
+
+    def __call__(self, indices, epoch, pass_index, chunk):
+        self.calls.append((epoch, pass_index, chunk))
+        if epoch == 1:
+            return indices, None
+        p = np.clip(self.keep_prob + self.drift * len(self.calls), 0.05, 1.0)
+        mask = draw_keep_mask(np.full(len(indices), p), 0, pass_index, chunk)
+        return indices[mask], np.full(mask.sum(), 1.0 / p, dtype=np.float32)
+
+
+def make_stream(selector, chunk_pairs=150):
+    return ShrinkingBatchStream(np.arange(NUM_PAIRS), SIZES, chunk_pairs, 3, token_budget_batches, selector)
+
+
+def run_epoch(stream, epoch):
+    return [b.copy() for b in stream.iterate_epoch(epoch)]
+
+
+def test_first_epoch_visits_every_pair_once_within_the_token_budget():
+    stream = make_stream(RecordingSelector())
+    batches = run_epoch(stream, 1)
+    assert len(batches) == stream.plan_epoch(1)
+    seen = np.concatenate(batches)
+    assert sorted(seen.tolist()) == list(range(NUM_PAIRS))
+    assert all(SIZES[b].max() * len(b) <= MAX_TOKENS for b in batches)
+    assert stream.epoch_stats.kept_pairs == NUM_PAIRS
+
+
+def test_later_epochs_shrink_and_no_pair_repeats_within_a_pass():
+    stream = make_stream(RecordingSelector(keep_prob=0.5))
+    first = run_epoch(stream, 1)
+    second = run_epoch(stream, 2)
+    assert len(second) < 0.75 * len(first)
+    ids = np.concatenate(second)
+    assert len(ids) == len(set(ids.tolist()))
+    assert 0.4 < stream.epoch_stats.kept_pairs / stream.epoch_stats.candidate_pairs < 0.6
+
+
+def test_selection_is_refreshed_every_chunk():
+    selector = RecordingSelector(keep_prob=0.5)
+    stream = make_stream(selector, chunk_pairs=100)
+    run_epoch(stream, 1)
+    selector.calls.clear()
+    stream.plan_epoch(2)
+    planning_calls = len(selector.calls)
+    batches = run_epoch(stream, 2)
+    generation_calls = selector.calls[planning_calls:]
+    # One fresh selection per chunk, each governing at most a chunk's worth of batches.
+    assert len(generation_calls) >= stream.chunks_per_pass - 1
+    assert len(batches) / len(generation_calls) < 100 / np.mean([len(b) for b in batches]) + 1
+
+
+def test_epoch_lengths_are_exact_and_nothing_is_lost_when_parameters_drift():
+    selector = RecordingSelector(keep_prob=0.3, drift=0.01)
+    stream = make_stream(selector, chunk_pairs=100)
+    yielded = []
+    for epoch in range(1, 6):
+        planned = stream.plan_epoch(epoch)
+        batches = run_epoch(stream, epoch)
+        assert len(batches) == planned
+        yielded.extend(batches)
+    # Pending batches carry over instead of being dropped or repeated: a pair is trained on at
+    # most once per pass, and every pass the stream started reached the training loop.
+    counts = np.bincount(np.concatenate(yielded), minlength=NUM_PAIRS)
+    assert counts.max() <= stream.pass_index
+    assert counts.min() >= 1
+
+
+def test_resume_mid_epoch_reproduces_the_remaining_batches():
+    reference = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
+    run_epoch(reference, 1)
+    reference_batches = run_epoch(reference, 2)
+
+    interrupted = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
+    run_epoch(interrupted, 1)
+    iterator = interrupted.iterate_epoch(2)
+    consumed = [next(iterator).copy() for _ in range(5)]
+    prefetched = [next(iterator).copy() for _ in range(2)]  # pulled by a data loader, not trained on
+    assert prefetched
+    state = interrupted.state_dict(consumed_in_epoch=len(consumed))
+
+    resumed = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
+    resumed.load_state_dict(state)
+    rest = [b.copy() for b in resumed.iterate_epoch(2, start=len(consumed))]
+    assert len(consumed) + len(rest) == len(reference_batches)
+    for expected, actual in zip(reference_batches, consumed + rest):
+        np.testing.assert_array_equal(expected, actual)
+    np.testing.assert_allclose(resumed.pair_weights[rest[0]], 2.0)
+
+
+def test_resume_at_an_epoch_boundary_replans_the_next_epoch():
+    reference = make_stream(RecordingSelector(keep_prob=0.5))
+    run_epoch(reference, 1)
+    expected = run_epoch(reference, 2)
+
+    interrupted = make_stream(RecordingSelector(keep_prob=0.5))
+    first = run_epoch(interrupted, 1)
+    resumed = make_stream(RecordingSelector(keep_prob=0.5))
+    resumed.load_state_dict(interrupted.state_dict(consumed_in_epoch=len(first)))
+    actual = run_epoch(resumed, 2)
+    assert [b.tolist() for b in actual] == [b.tolist() for b in expected]
+
+
+def test_a_selector_that_keeps_nothing_still_yields_a_batch():
+    stream = make_stream(lambda indices, *args: (indices[:0], None))
+    assert stream.plan_epoch(1) == 1
+    assert len(run_epoch(stream, 1)) == 1

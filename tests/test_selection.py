@@ -1,0 +1,137 @@
+"""Keep rules, their schedule, the seeded draw and importance weights: model-free."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairseq_autoassist.selection import (
+    SelectionOptions,
+    SelectionSchedule,
+    Selector,
+    assistant_keep_probabilities,
+    draw_keep_mask,
+    importance_weights,
+    uniform_keep_probabilities,
+)
+
+probabilities = st.floats(allow_nan=True, allow_infinity=True, width=32)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(probabilities, min_size=1, max_size=50),
+    probabilities,
+    st.floats(0, 1),
+    st.floats(1e-4, 1),
+)
+def test_keep_probability_is_bounded_for_any_assistant_output(informative, confidence, base_prob, floor):
+    keep = assistant_keep_probabilities(np.array(informative), confidence, base_prob, floor)
+    assert np.all(keep >= floor) and np.all(keep <= 1.0)
+    weights = importance_weights(keep)
+    assert np.all(np.isfinite(weights)) and np.all(weights <= 1.0 / floor + 1e-3)
+
+
+def test_paper_rule():
+    p = np.array([0.0, 0.5, 1.0])
+    # Confident Assistant: b = base_prob.
+    np.testing.assert_allclose(assistant_keep_probabilities(p, 0.9, 0.5, 0.05), [0.5, 0.75, 1.0])
+    # Unconfident Assistant: b = 1 - confidence, so it filters little.
+    np.testing.assert_allclose(assistant_keep_probabilities(p, 0.2, 0.5, 0.05), [0.8, 0.9, 1.0])
+    # base_prob 0 with a perfect Assistant: the floor keeps every pair reachable.
+    np.testing.assert_allclose(assistant_keep_probabilities(p, 1.0, 0.0, 0.05), [0.05, 0.5, 1.0])
+
+
+def test_nan_predictions_keep_the_pair():
+    keep = assistant_keep_probabilities(np.array([np.nan, 0.0]), np.nan, 0.0, 0.05)
+    np.testing.assert_allclose(keep, [1.0, 1.0])
+
+
+def test_schedule_warmup_and_annealing_by_epoch():
+    schedule = SelectionSchedule(warmup_epochs=1, anneal_fraction=0.25, max_epoch=8)
+    active = [schedule.selection_active(epoch) for epoch in range(1, 9)]
+    assert active == [False, True, True, True, True, True, False, False]
+
+
+def test_schedule_annealing_by_updates_takes_precedence():
+    schedule = SelectionSchedule(warmup_epochs=0, anneal_fraction=0.5, max_epoch=100, max_update=1000)
+    assert schedule.selection_active(epoch=50, num_updates=499)
+    assert not schedule.selection_active(epoch=2, num_updates=500)
+
+
+def test_keep_mask_frequency_matches_probability():
+    keep = np.linspace(0.05, 1.0, 20).repeat(5000)
+    mask = draw_keep_mask(keep, seed=1, epoch=2, chunk=3)
+    observed = mask.reshape(20, 5000).mean(axis=1)
+    # 5 standard errors of a binomial mean with n = 5000.
+    tolerance = 5 * np.sqrt(keep[::5000] * (1 - keep[::5000]) / 5000) + 1e-9
+    assert np.all(np.abs(observed - keep[::5000]) <= tolerance)
+
+
+def test_keep_mask_depends_only_on_seed_epoch_and_chunk():
+    keep = np.full(1000, 0.5)
+    np.random.seed(0)
+    first = draw_keep_mask(keep, 7, 3, 1)
+    np.random.seed(123)  # global state must not matter
+    np.testing.assert_array_equal(first, draw_keep_mask(keep, 7, 3, 1))
+    assert not np.array_equal(first, draw_keep_mask(keep, 7, 3, 2))
+    assert not np.array_equal(first, draw_keep_mask(keep, 7, 4, 1))
+    assert not np.array_equal(first, draw_keep_mask(keep, 8, 3, 1))
+
+
+def test_importance_weighting_makes_the_expected_loss_unbiased():
+    rng = np.random.default_rng(0)
+    losses = rng.gamma(2.0, 1.0, size=500)
+    keep = assistant_keep_probabilities(rng.random(500), 0.9, 0.3, 0.05)
+    weights = importance_weights(keep)
+    totals = [
+        np.sum(losses * weights * draw_keep_mask(keep, seed=0, epoch=2, chunk=trial))
+        for trial in range(2000)
+    ]
+    standard_error = np.std(totals) / np.sqrt(len(totals))
+    assert abs(np.mean(totals) - losses.sum()) < 4 * standard_error
+    # Without weights the kept loss is biased low.
+    unweighted = np.mean([np.sum(losses * draw_keep_mask(keep, 0, 2, t)) for t in range(200)])
+    assert unweighted < 0.95 * losses.sum()
+
+
+class _ConstantAssistant:
+    def __init__(self, probability, confidence):
+        self.probability, self.confidence = probability, confidence
+
+    def predict(self, ids):
+        return np.full(len(ids), self.probability)
+
+
+class _Worker:
+    def __init__(self, assistant, healthy=True):
+        self.assistant, self.healthy = assistant, healthy
+
+    def snapshot(self):
+        return self.assistant
+
+
+def test_selector_keeps_everything_during_warmup_and_when_the_worker_is_down():
+    options = SelectionOptions(policy="assistant", base_prob=0.0)
+    schedule = SelectionSchedule(warmup_epochs=1)
+    ids = np.arange(1000)
+    selector = Selector(options, schedule, seed=1, worker=_Worker(_ConstantAssistant(0.0, 1.0)))
+    kept, weights = selector.select(ids, epoch=1, pass_index=1, chunk=0)
+    assert len(kept) == 1000 and weights is None
+    kept, _ = selector.select(ids, epoch=2, pass_index=2, chunk=0)
+    assert 0 < len(kept) < 150  # keep probability is the 0.05 floor
+    selector.worker.healthy = False
+    kept, _ = selector.select(ids, epoch=2, pass_index=2, chunk=0)
+    assert len(kept) == 1000
+
+
+def test_selector_weights_kept_pairs_by_inverse_keep_probability():
+    options = SelectionOptions(policy="uniform", uniform_keep_prob=0.25, importance_weighting=True)
+    selector = Selector(options, SelectionSchedule(warmup_epochs=0), seed=1)
+    kept, weights = selector.select(np.arange(4000), epoch=1, pass_index=1, chunk=0)
+    assert len(kept) == pytest.approx(1000, abs=120)
+    np.testing.assert_allclose(weights, 4.0)
+
+
+def test_uniform_rule_respects_floor():
+    np.testing.assert_allclose(uniform_keep_probabilities(3, 0.0, 0.1), [0.1, 0.1, 0.1])
