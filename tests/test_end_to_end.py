@@ -1,0 +1,115 @@
+"""End to end through the real fairseq-preprocess / fairseq-train / fairseq-generate on tiny data."""
+
+import importlib.util
+import json
+import os
+import re
+import sys
+
+import pytest
+
+from .conftest import ROOT, run_script
+
+_spec = importlib.util.spec_from_file_location("train_multi30k", os.path.join(ROOT, "scripts", "train_multi30k.py"))
+train_multi30k = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(train_multi30k)
+
+SYNC_ASSISTANT = ["--autoassist-sync", "--autoassist-refresh-updates", "2", "--autoassist-base-prob", "0"]
+
+
+def fairseq_train(data, save_dir, *extra, policy="assistant", max_epoch=2, max_update=0, check=True):
+    args = train_multi30k.recipe(
+        data, str(save_dir), policy, arch="tiny", max_epoch=max_epoch, max_update=max_update,
+        max_tokens=400, lr=1e-3, warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
+    )
+    return run_script("-m", "fairseq_cli.train", *args, "--no-progress-bar", *extra, check=check)
+
+
+def losses_by_update(log):
+    """{num_updates: training loss} from the train_inner lines."""
+    found = {}
+    for line in log.splitlines():
+        if "train_inner" in line:
+            update = int(re.search(r"num_updates=(\d+)", line).group(1))
+            found[update] = float(re.search(r"\bloss=([\d.]+)", line).group(1))
+    return found
+
+
+def updates_per_epoch(log):
+    totals = [int(m.group(2)) for m in re.finditer(r"\| train \| epoch (\d+) \|.*?num_updates (\d+)", log)]
+    return [b - a for a, b in zip([0] + totals, totals)]
+
+
+def test_prepare_keeps_references_and_sentencepiece_beside_the_data(prepared_data):
+    for name in ("dict.de.txt", "dict.en.txt", "spm.model", "raw/test.en", "raw/valid.de", "train.de-en.de.bin"):
+        assert os.path.exists(os.path.join(prepared_data, name)), name
+    with open(os.path.join(prepared_data, "prepare.json")) as f:
+        assert json.load(f)["pairs"] == {"train": 400, "valid": 40, "test": 40}
+
+
+def test_policy_none_trains_exactly_like_the_translation_task(prepared_data, tmp_path):
+    plugin = fairseq_train(prepared_data, tmp_path / "none", policy="none").stdout
+    stock_args = [a for a in train_multi30k.recipe(
+        prepared_data, str(tmp_path / "stock"), "none", arch="tiny", max_epoch=2, max_tokens=400,
+        lr=1e-3, warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
+    )]
+    task_at = stock_args.index("--task")
+    stock_args[task_at + 1] = "translation"
+    del stock_args[stock_args.index("--autoassist-policy"): stock_args.index("--autoassist-policy") + 2]
+    stock = run_script("-m", "fairseq_cli.train", *stock_args, "--no-progress-bar").stdout
+    plugin_losses, stock_losses = losses_by_update(plugin), losses_by_update(stock)
+    assert len(stock_losses) > 4
+    assert plugin_losses == stock_losses
+
+
+def test_autoassist_shrinks_epochs_resumes_and_generates(prepared_data, tmp_path):
+    save_dir = tmp_path / "assistant"
+    first = fairseq_train(prepared_data, save_dir, *SYNC_ASSISTANT, max_epoch=2).stdout
+    epochs = updates_per_epoch(first)
+    assert len(epochs) == 2 and epochs[1] < epochs[0], epochs
+    kept = [float(v) for v in re.findall(r"aa_kept ([\d.]+)", first)]
+    assert kept[0] == 1.0 and kept[1] < 1.0
+
+    resumed = fairseq_train(prepared_data, save_dir, *SYNC_ASSISTANT, max_epoch=3).stdout
+    assert "restored Assistant and selection state" in resumed
+    assert len(updates_per_epoch(resumed)) == 1
+
+    generated = run_script(
+        "-m", "fairseq_cli.generate", prepared_data, "--user-dir", os.path.join(ROOT, "fairseq_autoassist"),
+        "--task", "autoassist_translation", "--path", str(save_dir / "checkpoint_last.pt"),
+        "--gen-subset", "test", "--beam", "2", "--cpu", "--required-batch-size-multiple", "1",
+    ).stdout
+    assert len(re.findall(r"^H-\d+\t", generated, flags=re.M)) == 40
+
+    report = tmp_path / "bleu.json"
+    printed = run_script(
+        "scripts/evaluate_bleu.py", "--checkpoint", str(save_dir / "checkpoint_last.pt"),
+        "--data", prepared_data, "--split", "test", "--beam", "2", "--device", "cpu", "--output", str(report),
+    ).stdout
+    assert "BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in printed
+    with open(report) as f:
+        result = json.load(f)
+    assert result["sentences"] == 40 and 0.0 <= result["bleu"] <= 100.0
+    assert os.path.isfile(result["hypotheses"])
+
+
+def test_mid_epoch_resume_continues_exactly_like_an_uninterrupted_run(prepared_data, tmp_path):
+    reference = losses_by_update(fairseq_train(prepared_data, tmp_path / "a", *SYNC_ASSISTANT, max_epoch=3).stdout)
+    per_epoch = len(reference) // 3
+    stop_at = max(update for update in reference if update < 1.5 * per_epoch + 1)  # inside epoch 2
+    fairseq_train(prepared_data, tmp_path / "b", *SYNC_ASSISTANT, max_epoch=3, max_update=stop_at)
+    resumed = losses_by_update(fairseq_train(prepared_data, tmp_path / "b", *SYNC_ASSISTANT, max_epoch=3).stdout)
+    assert min(resumed) == stop_at + 1
+    assert resumed == {u: loss for u, loss in reference.items() if u > stop_at}
+
+
+def test_checkpoint_without_autoassist_state_starts_autoassist_fresh(prepared_data, tmp_path):
+    fairseq_train(prepared_data, tmp_path / "c", policy="none", max_epoch=1)
+    log = fairseq_train(prepared_data, tmp_path / "c", *SYNC_ASSISTANT, max_epoch=2).stdout
+    assert "holds no AutoAssist state" in log
+
+
+def test_out_of_range_option_names_the_flag(prepared_data, tmp_path):
+    result = fairseq_train(prepared_data, tmp_path / "d", "--autoassist-base-prob", "1.5", check=False)
+    assert result.returncode != 0
+    assert "--autoassist-base-prob=1.5 is outside [0, 1]" in result.stdout
