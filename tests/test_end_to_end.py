@@ -109,7 +109,20 @@ def test_checkpoint_without_autoassist_state_starts_autoassist_fresh(prepared_da
     assert "holds no AutoAssist state" in log
 
 
-def test_out_of_range_option_names_the_flag(prepared_data, tmp_path):
-    result = fairseq_train(prepared_data, tmp_path / "d", "--autoassist-base-prob", "1.5", check=False)
+@pytest.mark.parametrize(
+    "data, extra, message",
+    [
+        ("PREPARED", ["--autoassist-base-prob", "1.5"], "error: --autoassist-base-prob=1.5 is outside [0, 1]"),
+        ("PREPARED", ["--autoassist-refresh-updates", "-1"], "error: --autoassist-refresh-updates=-1 must be >= 0"),
+        ("PREPARED", ["--autoassist-policy", "bogus"], "error: --autoassist-policy 'bogus' is unknown"),
+        ("PREPARED", ["--train-subset", "nosuchsplit"], "error: split 'nosuchsplit' is missing from"),
+        ("MISSING", [], "does not exist; pass a prepared data-bin folder"),
+        ("EMPTY", ["--source-lang", "de", "--target-lang", "en"], "dict.de.txt is missing"),
+    ],
+)
+def test_bad_input_gets_one_clear_line(prepared_data, tmp_path, data, extra, message):
+    folders = {"PREPARED": prepared_data, "MISSING": str(tmp_path / "nowhere"), "EMPTY": str(tmp_path)}
+    result = fairseq_train(folders[data], tmp_path / "save", *extra, check=False)
     assert result.returncode != 0
-    assert "--autoassist-base-prob=1.5 is outside [0, 1]" in result.stdout
+    assert message in result.stdout
+    assert "Traceback" not in result.stdout

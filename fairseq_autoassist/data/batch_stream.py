@@ -86,7 +86,7 @@ class ShrinkingBatchStream:
         start = chunk * self.chunk_pairs
         return self.candidates[order[start : start + self.chunk_pairs]]
 
-    def _generate_chunk(self, epoch, pass_index, chunk, select=True):
+    def generate_chunk(self, epoch, pass_index, chunk, select=True):
         """The chunk's candidates, kept pairs and shuffled ``(batch, weights)`` list."""
         indices = self._chunk_indices(pass_index, chunk)
         kept, weights = self.select(indices, epoch, pass_index, chunk) if select else (indices, None)
@@ -115,7 +115,7 @@ class ShrinkingBatchStream:
         self.epoch_stats = EpochSelectionStats()
         total = len(self.pending)
         for chunk in range(self.next_chunk, self.chunks_per_pass):
-            total += len(self._generate_chunk(epoch, self.pass_index, chunk)[2])
+            total += len(self.generate_chunk(epoch, self.pass_index, chunk)[2])
         if total == 0:
             # Nothing kept in the rest of the pass: never starve, plan at least one chunk's worth.
             total = 1
@@ -130,7 +130,7 @@ class ShrinkingBatchStream:
             while not self.pending:
                 # Never starve: after a whole pass of chunks that kept nothing, take one unfiltered.
                 select = empty_chunks < self.chunks_per_pass
-                indices, kept, batches = self._generate_chunk(
+                indices, kept, batches = self.generate_chunk(
                     epoch, self.pass_index, self.next_chunk, select=select
                 )
                 self.epoch_stats.add_chunk(self.target_sizes[indices], self.target_sizes[kept])

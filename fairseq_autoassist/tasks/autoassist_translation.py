@@ -7,6 +7,8 @@ the Assistant and carry the optional importance weights.
 """
 
 import logging
+import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,12 +31,22 @@ logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 
-# fairseq imports --user-dir modules before it loads any checkpoint.
-allow_fairseq_checkpoints()
 
 
 class AutoAssistConfigError(ValueError):
-    """A bad option value; the message names the flag to change."""
+    """Bad input (an option, a data folder, a checkpoint); the message names what to change."""
+
+
+def _report_config_errors_in_one_line(hook=sys.excepthook):
+    """Show AutoAssistConfigError as one ``error:`` line instead of a traceback through fairseq."""
+
+    def excepthook(kind, value, traceback):
+        if isinstance(value, AutoAssistConfigError):
+            sys.stderr.write(f"error: {value}\n")
+        else:
+            hook(kind, value, traceback)
+
+    sys.excepthook = excepthook
 
 
 @dataclass
@@ -153,7 +165,6 @@ class AutoAssistTranslationTask(TranslationTask):
     cfg: AutoAssistTranslationConfig
 
     def __init__(self, cfg, src_dict, tgt_dict):
-        validate_config(cfg)
         super().__init__(cfg, src_dict, tgt_dict)
         self.train_iterator = None
         self.worker = None
@@ -161,6 +172,37 @@ class AutoAssistTranslationTask(TranslationTask):
         self._corpus_mean_target_length = None
         self._state_restored = False
         self._announced_start = False
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        validate_config(cfg)
+        for path in cfg.data.split(os.pathsep) if cfg.data else [""]:
+            if not os.path.isdir(path):
+                raise AutoAssistConfigError(
+                    f"data folder {path!r} does not exist; pass a prepared data-bin folder "
+                    "(scripts/prepare_multi30k.py writes one) as the first argument"
+                )
+            for lang in (cfg.source_lang, cfg.target_lang):
+                dictionary = os.path.join(path, f"dict.{lang}.txt")
+                if lang is not None and not os.path.isfile(dictionary):
+                    raise AutoAssistConfigError(
+                        f"{dictionary} is missing; binarize with fairseq-preprocess "
+                        "(scripts/prepare_multi30k.py) or check --source-lang/--target-lang"
+                    )
+        return super().setup_task(cfg, **kwargs)
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        path = self.cfg.data.split(os.pathsep)[0]
+        prefix = os.path.join(path, f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.")
+        reverse = os.path.join(path, f"{split}.{self.cfg.target_lang}-{self.cfg.source_lang}.")
+        if not any(os.path.isfile(p + self.cfg.source_lang + ".idx") for p in (prefix, reverse)):
+            raise AutoAssistConfigError(
+                f"split '{split}' is missing from {path} (no {prefix}{self.cfg.source_lang}.idx); "
+                "prepare it or choose another with --train-subset/--valid-subset/--gen-subset"
+            )
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        if split == self.cfg.train_subset and len(self.datasets[split]) == 0:
+            raise AutoAssistConfigError(f"the training split '{split}' in {path} has no sentence pairs")
 
     @property
     def selection_enabled(self):
@@ -230,7 +272,7 @@ class AutoAssistTranslationTask(TranslationTask):
         full_batches = make_batches(ordered)
         pairs_per_batch = len(ordered) / max(len(full_batches), 1)
         refresh = self.cfg.autoassist_refresh_updates * num_shards
-        chunk_pairs = len(ordered) if refresh == 0 else max(1, round(refresh * pairs_per_batch))
+        chunk_pairs = len(ordered) if refresh == 0 else min(len(ordered), max(1, round(refresh * pairs_per_batch)))
 
         self.worker = self._build_worker(dataset)
         self.selector = Selector(
@@ -424,3 +466,8 @@ def _state_problem(state, policy):
     if "stream" not in state:
         return "has no selection stream"
     return None
+
+
+# fairseq imports --user-dir modules before it parses options or loads any checkpoint.
+allow_fairseq_checkpoints()
+_report_config_errors_in_one_line()

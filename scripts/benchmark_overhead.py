@@ -1,0 +1,127 @@
+#!/usr/bin/env python
+"""Time per update with AutoAssist on and off, on the same batches of the Multi30K recipe.
+
+    python scripts/benchmark_overhead.py --data data-bin/multi30k.de-en --arch base
+
+Both arms run fairseq's Trainer with the same model recipe on the same pre-collated batches,
+interleaved in blocks (off, on, off, on, ...) so that machine noise hits both alike:
+
+* off: ``--task autoassist_translation --autoassist-policy none`` (the stock translation step);
+* on: ``--autoassist-policy assistant`` with the background worker: per-sentence losses from the
+  Boss's forward pass, feedback through the queue, Assistant updates beside the Boss, and every
+  ``--autoassist-refresh-updates`` updates the selection of one chunk (scoring, drawing, batching),
+  which the real iterator does at that rate.
+
+Prints the median time per update of each arm and their ratio (the overhead).
+"""
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+logger = logging.getLogger("benchmark_overhead")
+
+
+def load_recipe():
+    spec = importlib.util.spec_from_file_location("train_multi30k", os.path.join(ROOT, "scripts", "train_multi30k.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.recipe
+
+
+def build_trainer(data, arch, policy, max_tokens, refresh_updates, seed):
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+
+    argv = load_recipe()(data, "/tmp/benchmark_overhead_unused", policy, arch=arch, max_tokens=max_tokens,
+                         seed=seed, cpu=True, eval_bleu=False)
+    argv += ["--autoassist-refresh-updates", str(refresh_updates)]
+    parser = options.get_training_parser()
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, argv))
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset(cfg.dataset.train_subset)
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    trainer = Trainer(cfg, task, model, criterion)
+    iterator = trainer.get_train_iterator(epoch=1, load_dataset=False)
+    return cfg, task, trainer, iterator
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=os.path.join(ROOT, "data-bin", "multi30k.de-en"))
+    parser.add_argument("--arch", default="base")
+    parser.add_argument("--max-tokens", type=int, default=4096)
+    parser.add_argument("--block-updates", type=int, default=20, help="updates per timed block")
+    parser.add_argument("--blocks", type=int, default=4, help="timed blocks per arm")
+    parser.add_argument("--refresh-updates", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--output", default=None, help="optional JSON with every block time")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, ROOT)
+    import fairseq  # noqa: F401  (registers before the plugin import below)
+    import fairseq_autoassist.tasks.autoassist_translation  # noqa: F401
+
+    arms = {}
+    for policy in ("none", "assistant"):
+        arms[policy] = build_trainer(args.data, args.arch, policy, args.max_tokens, args.refresh_updates, args.seed)
+
+    # The same batches for both arms: the baseline's first batches, collated once.
+    _, _, _, baseline_iterator = arms["none"]
+    batches_needed = args.block_updates * (args.blocks + 1)
+    samples = []
+    for sample in baseline_iterator.next_epoch_itr(shuffle=True):
+        samples.append(sample)
+        if len(samples) == batches_needed:
+            break
+    stream = arms["assistant"][3].stream
+
+    def run_block(policy, block):
+        _, task, trainer, _ = arms[policy]
+        started = time.perf_counter()
+        for step in range(args.block_updates):
+            sample = samples[(block * args.block_updates + step) % len(samples)]
+            trainer.train_step([sample])
+            if policy == "assistant" and trainer.get_num_updates() % args.refresh_updates == 0:
+                stream.generate_chunk(epoch=2, pass_index=2, chunk=trainer.get_num_updates() // args.refresh_updates
+                                      % stream.chunks_per_pass)
+        return (time.perf_counter() - started) / args.block_updates
+
+    for policy in arms:  # warm-up block, not timed
+        run_block(policy, 0)
+    times = {policy: [] for policy in arms}
+    for block in range(1, args.blocks + 1):
+        for policy in arms:
+            times[policy].append(run_block(policy, block))
+            logger.info("block %d %-9s %.3f s/update", block, policy, times[policy][-1])
+    worker = arms["assistant"][1].worker
+    worker.drain()
+    stats = worker.stats()
+    off, on = statistics.median(times["none"]), statistics.median(times["assistant"])
+    result = {
+        "arch": args.arch, "max_tokens": args.max_tokens, "block_updates": args.block_updates,
+        "blocks": args.blocks, "seconds_per_update": times,
+        "median_off": off, "median_on": on, "overhead_ratio": on / off,
+        "assistant_updates": stats["updates"], "dropped_feedback": stats["dropped"],
+    }
+    logger.info("median time per update: off %.3f s, on %.3f s, ratio on/off = %.3f (overhead %+.1f%%); "
+                "Assistant updates %d, dropped feedback %d",
+                off, on, on / off, 100 * (on / off - 1), stats["updates"], stats["dropped"])
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(result, f, indent=2)
+    worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
