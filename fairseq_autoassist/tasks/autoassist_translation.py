@@ -126,6 +126,7 @@ class AutoAssistTranslationConfig(TranslationConfig):
     seed: int = II("common.seed")
     max_epoch: int = II("optimization.max_epoch")
     max_update: int = II("optimization.max_update")
+    distributed_world_size: int = II("distributed_training.distributed_world_size")
 
 
 def validate_config(cfg):
@@ -152,6 +153,12 @@ def validate_config(cfg):
     for name in ("autoassist_warmup_epochs", "autoassist_refresh_updates"):
         if getattr(cfg, name) < 0:
             raise AutoAssistConfigError(f"--{name.replace('_', '-')}={getattr(cfg, name)} must be >= 0")
+    if cfg.autoassist_policy != "none" and (cfg.distributed_world_size or 1) > 1:
+        raise AutoAssistConfigError(
+            f"--autoassist-policy {cfg.autoassist_policy} does not support distributed training yet "
+            f"(--distributed-world-size {cfg.distributed_world_size}): every rank would need the same "
+            "selection; train on one device or use --autoassist-policy none"
+        )
     for name in ("autoassist_queue_size",):
         if getattr(cfg, name) < 1:
             raise AutoAssistConfigError(f"--{name.replace('_', '-')}={getattr(cfg, name)} must be >= 1")
