@@ -4,6 +4,9 @@ import importlib.util
 import json
 import os
 import re
+import signal
+import socket
+import subprocess
 import sys
 
 import pytest
@@ -103,6 +106,34 @@ def test_mid_epoch_resume_continues_exactly_like_an_uninterrupted_run(prepared_d
     assert resumed == {u: loss for u, loss in reference.items() if u > stop_at}
 
 
+def test_sigkill_mid_epoch_loses_only_the_work_since_the_last_checkpoint(prepared_data, tmp_path):
+    save_dir = tmp_path / "killed"
+    args = train_multi30k.recipe(
+        prepared_data, str(save_dir), "assistant", arch="tiny", max_epoch=4, max_tokens=400, lr=1e-3,
+        warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
+    )
+    command = [sys.executable, "-m", "fairseq_cli.train", *args, *SYNC_ASSISTANT, "--no-progress-bar",
+               "--save-interval-updates", "2"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    saved_mid_epoch = None
+    try:
+        for line in process.stdout:
+            match = re.search(r"Saved checkpoint \S+checkpoint_2_(\d+)\.pt \(epoch 2 @", line)
+            if match:
+                saved_mid_epoch = int(match.group(1))
+                process.send_signal(signal.SIGKILL)
+                break
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+    assert saved_mid_epoch is not None and process.returncode == -signal.SIGKILL
+
+    resumed = fairseq_train(prepared_data, save_dir, *SYNC_ASSISTANT, max_epoch=4).stdout
+    assert "restored Assistant and selection state" in resumed
+    assert min(losses_by_update(resumed)) == saved_mid_epoch + 1
+    assert re.search(r"\| train \| epoch 004 \|", resumed)
+
+
 def test_checkpoint_without_autoassist_state_starts_autoassist_fresh(prepared_data, tmp_path):
     fairseq_train(prepared_data, tmp_path / "c", policy="none", max_epoch=1)
     log = fairseq_train(prepared_data, tmp_path / "c", *SYNC_ASSISTANT, max_epoch=2).stdout
@@ -126,3 +157,49 @@ def test_bad_input_gets_one_clear_line(prepared_data, tmp_path, data, extra, mes
     assert result.returncode != 0
     assert message in result.stdout
     assert "Traceback" not in result.stdout
+
+
+@pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl"])
+def test_peer_policies_share_the_shrinking_iterator(prepared_data, tmp_path, policy):
+    log = fairseq_train(prepared_data, tmp_path / policy, "--autoassist-sync", "--autoassist-refresh-updates", "2",
+                        policy=policy, max_epoch=2).stdout
+    epochs = updates_per_epoch(log)
+    assert len(epochs) == 2 and epochs[1] < epochs[0], epochs
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_cpu_ranks_select_identically_and_resume_on_one(prepared_data, tmp_path):
+    save_dir, digest = tmp_path / "ranks", tmp_path / "digest"
+    args = train_multi30k.recipe(
+        prepared_data, str(save_dir), "assistant", arch="tiny", max_epoch=3, max_tokens=200, lr=1e-3,
+        warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
+    )
+    distributed_flags = [
+        "--distributed-backend", "gloo", "--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}",
+        "--distributed-world-size", "2", "--distributed-no-spawn", "--ddp-backend", "legacy_ddp",
+        "--autoassist-refresh-updates", "2", "--autoassist-base-prob", "0", "--no-progress-bar",
+        "--autoassist-digest-file", str(digest),
+    ]
+    ranks = [
+        subprocess.Popen([sys.executable, "-m", "fairseq_cli.train", *args, *distributed_flags,
+                          "--distributed-rank", str(rank)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for rank in (0, 1)
+    ]
+    outputs = [process.communicate(timeout=600)[0] for process in ranks]
+    for process, output in zip(ranks, outputs):
+        assert process.returncode == 0, output[-3000:]
+    digests = [open(f"{digest}.rank{rank}").read().splitlines() for rank in (0, 1)]
+    assert len(digests[0]) == 3 and digests[0] == digests[1]
+    batches = [int(line.split("\t")[1]) for line in digests[0]]
+    assert batches[1] < batches[0], batches
+
+    resumed = fairseq_train(prepared_data, save_dir, "--autoassist-refresh-updates", "2", "--autoassist-base-prob",
+                            "0", max_epoch=4).stdout
+    assert "restored Assistant and selection state" in resumed
+    assert re.search(r"\| train \| epoch 004 \|", resumed)

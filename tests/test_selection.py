@@ -6,12 +6,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairseq_autoassist.selection import (
+    LatestLossTable,
     SelectionOptions,
     SelectionSchedule,
     Selector,
     assistant_keep_probabilities,
     draw_keep_mask,
     importance_weights,
+    infobatch_keep_probabilities,
+    self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
 
@@ -135,3 +138,41 @@ def test_selector_weights_kept_pairs_by_inverse_keep_probability():
 
 def test_uniform_rule_respects_floor():
     np.testing.assert_allclose(uniform_keep_probabilities(3, 0.0, 0.1), [0.1, 0.1, 0.1])
+
+
+def test_infobatch_prunes_only_below_mean_pairs_and_keeps_unseen_ones():
+    losses = np.array([np.nan, 1.0, 2.0, 3.0, 6.0])  # mean of the seen ones: 3.0
+    keep = infobatch_keep_probabilities(losses, prune_ratio=0.5, min_keep_prob=0.05)
+    np.testing.assert_allclose(keep, [1.0, 0.5, 0.5, 1.0, 1.0])
+
+
+def test_infobatch_selector_rescales_and_stops_after_delta():
+    table = LatestLossTable(1000)
+    table.submit(np.arange(1000), np.r_[np.full(500, 1.0), np.full(500, 3.0)])
+    options = SelectionOptions(policy="infobatch", infobatch_prune_ratio=0.5, infobatch_delta=0.5)
+    schedule = SelectionSchedule(warmup_epochs=0, max_epoch=10)
+    selector = Selector(options, schedule, seed=0, loss_table=table)
+    kept, weights = selector.select(np.arange(1000), epoch=2, pass_index=2, chunk=0)
+    low = kept < 500
+    assert 200 < low.sum() < 300 and (~low).sum() == 500
+    np.testing.assert_allclose(weights[low], 2.0)
+    np.testing.assert_allclose(weights[~low], 1.0)
+    kept, weights = selector.select(np.arange(1000), epoch=6, pass_index=6, chunk=0)
+    assert len(kept) == 1000 and weights is None
+
+
+def test_self_paced_learning_compares_per_token_losses_with_a_growing_quantile():
+    losses = np.array([np.nan, 0.5, 1.0, 1.5, 2.0])
+    np.testing.assert_allclose(self_paced_keep_probabilities(losses, 0.5, 0.05), [1.0, 1.0, 1.0, 0.05, 0.05])
+    np.testing.assert_allclose(self_paced_keep_probabilities(losses, 1.0, 0.05), [1.0] * 5)
+
+
+def test_loss_table_keeps_the_latest_finite_loss():
+    table = LatestLossTable(4)
+    table.submit([0, 1], [1.0, 2.0])
+    table.submit([1, 2], [np.nan, 5.0])
+    np.testing.assert_allclose(table.lookup([0, 1, 2]), [1.0, 2.0, 5.0])
+    assert np.isnan(table.lookup([3])[0])
+    restored = LatestLossTable(4)
+    restored.load_state_dict(table.state_dict())
+    np.testing.assert_array_equal(restored.losses, table.losses)

@@ -24,6 +24,7 @@ while a data loader prefetches still resumes at the right batch.
 """
 
 import collections
+import hashlib
 import logging
 
 import numpy as np
@@ -44,9 +45,12 @@ class ShrinkingBatchStream:
         select: ``f(indices, epoch, pass_index, chunk) -> (kept_indices, weights_of_kept or None)``,
             drawing the keep mask from ``(seed, pass_index, chunk)`` so that planning and
             generation of a chunk use the same random numbers.
+        on_epoch_complete: optional ``f(epoch, num_batches, digest)`` called as the last batch of
+            an epoch is handed out; ``digest`` is a SHA-1 of the epoch's batches in order (a
+            check that distributed ranks built the same epoch).
     """
 
-    def __init__(self, candidates, target_sizes, chunk_pairs, seed, make_batches, select):
+    def __init__(self, candidates, target_sizes, chunk_pairs, seed, make_batches, select, on_epoch_complete=None):
         self.candidates = np.asarray(candidates, dtype=np.int64)
         self.target_sizes = target_sizes
         if len(self.candidates) == 0:
@@ -64,6 +68,8 @@ class ShrinkingBatchStream:
         self.pair_weights = np.ones(int(self.candidates.max()) + 1, dtype=np.float32)
         self._scratch_weights = np.ones_like(self.pair_weights)
         self.epoch_stats = EpochSelectionStats()
+        self.on_epoch_complete = on_epoch_complete
+        self._epoch_digest = hashlib.sha1()
         self._permutations = {}
 
     # ------------------------------------------------------------------ chunks
@@ -112,6 +118,7 @@ class ShrinkingBatchStream:
             return self.planned
         self.epoch = epoch
         self._yielded_this_epoch = []
+        self._epoch_digest = hashlib.sha1()
         self.epoch_stats = EpochSelectionStats()
         total = len(self.pending)
         for chunk in range(self.next_chunk, self.chunks_per_pass):
@@ -125,7 +132,7 @@ class ShrinkingBatchStream:
     def iterate_epoch(self, epoch, start=0):
         """Yields ``(indices, weights)`` for batches ``start .. planned - 1`` of ``epoch``."""
         planned = self.plan_epoch(epoch)
-        for _ in range(start, planned):
+        for position in range(start, planned):
             empty_chunks = 0
             while not self.pending:
                 # Never starve: after a whole pass of chunks that kept nothing, take one unfiltered.
@@ -140,6 +147,9 @@ class ShrinkingBatchStream:
             batch, weights = self.pending.popleft()
             self.pair_weights[batch] = weights
             self._yielded_this_epoch.append((batch, weights))
+            self._epoch_digest.update(batch.tobytes())
+            if self.on_epoch_complete is not None and position == planned - 1:
+                self.on_epoch_complete(epoch, planned, self._epoch_digest.hexdigest())
             yield batch
 
     # ------------------------------------------------------------------ state

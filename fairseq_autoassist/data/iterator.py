@@ -86,8 +86,8 @@ class ShrinkingEpochBatchIterator(iterators.EpochBatchIterator):
     """An EpochBatchIterator whose batches come from a ``ShrinkingBatchStream``.
 
     ``dummy_batch`` (any valid batch) serves fairseq's dummy/OOM-recovery batch. Batches are
-    pulled lazily, so the DataLoader must not prefetch ahead of training by more than its own
-    small window: ``buffer_size`` is honoured but should be 0 for exactly reproducible runs.
+    pulled lazily, and a chunk's selection may be a collective under distributed training, so
+    pass ``buffer_size=0``: a prefetch thread would select chunks outside the training thread.
     """
 
     def __init__(self, dataset, collate_fn, stream, dummy_batch, seed, num_shards, shard_id,

@@ -4,13 +4,19 @@ from .keep_rules import (
     POLICIES,
     SelectionSchedule,
     assistant_keep_probabilities,
+    infobatch_keep_probabilities,
+    self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
+from .loss_table import LatestLossTable
 from .sampling import draw_keep_mask, importance_weights, local_generator
 from .selector import SelectionOptions, Selector
 
 __all__ = [
     "POLICIES",
+    "LatestLossTable",
+    "infobatch_keep_probabilities",
+    "self_paced_keep_probabilities",
     "SelectionOptions",
     "SelectionSchedule",
     "Selector",

@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-POLICIES = ("none", "assistant", "uniform")
+POLICIES = ("none", "assistant", "uniform", "infobatch", "spl")
 
 
 def _clip(keep_prob, min_keep_prob):
@@ -34,6 +34,31 @@ def uniform_keep_probabilities(num_pairs, keep_prob, min_keep_prob):
     return _clip(np.full(num_pairs, keep_prob), min_keep_prob)
 
 
+def infobatch_keep_probabilities(latest_losses, prune_ratio, min_keep_prob):
+    """InfoBatch (ICLR 2024): pairs whose latest loss is below the mean of the seen ones are kept
+    with probability ``1 - prune_ratio``; unseen pairs (NaN) and the rest are always kept."""
+    latest_losses = np.asarray(latest_losses, dtype=np.float64)
+    seen = np.isfinite(latest_losses)
+    keep = np.ones(len(latest_losses))
+    if seen.any():
+        below_mean = seen & (latest_losses < latest_losses[seen].mean())
+        keep[below_mean] = 1.0 - prune_ratio
+    return _clip(keep, min_keep_prob)
+
+
+def self_paced_keep_probabilities(latest_losses, keep_fraction, min_keep_prob):
+    """Self-paced learning: keep the easiest ``keep_fraction`` of the seen pairs (per-token loss at
+    or below that quantile, the same unit on both sides of the comparison); the others get only
+    the floor probability; unseen pairs (NaN) are kept."""
+    latest_losses = np.asarray(latest_losses, dtype=np.float64)
+    seen = np.isfinite(latest_losses)
+    keep = np.ones(len(latest_losses))
+    if seen.any():
+        threshold = np.quantile(latest_losses[seen], min(max(keep_fraction, 0.0), 1.0))
+        keep[seen & (latest_losses > threshold)] = 0.0
+    return _clip(keep, min_keep_prob)
+
+
 @dataclass
 class SelectionSchedule:
     """When selection is active: after ``warmup_epochs`` and before the annealing phase.
@@ -47,14 +72,19 @@ class SelectionSchedule:
     max_epoch: int = 0
     max_update: int = 0
 
+    def progress(self, epoch: int, num_updates: Optional[int] = None) -> Optional[float]:
+        """Fraction of training done: by updates when ``max_update`` is set, else by epochs
+        (epoch e starts at (e - 1) / max_epoch); None when neither limit is set."""
+        if self.max_update > 0 and num_updates is not None:
+            return num_updates / self.max_update
+        if self.max_epoch > 0:
+            return (epoch - 1) / self.max_epoch
+        return None
+
     def selection_active(self, epoch: int, num_updates: Optional[int] = None) -> bool:
         if epoch <= self.warmup_epochs:
             return False
         if self.anneal_fraction <= 0:
             return True
-        if self.max_update > 0 and num_updates is not None:
-            return num_updates < (1.0 - self.anneal_fraction) * self.max_update
-        if self.max_epoch > 0:
-            # Epoch e covers the interval (e - 1, e]; it anneals once it starts in the final fraction.
-            return epoch - 1 < (1.0 - self.anneal_fraction) * self.max_epoch
-        return True
+        progress = self.progress(epoch, num_updates)
+        return progress is None or progress < 1.0 - self.anneal_fraction

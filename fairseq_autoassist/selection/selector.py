@@ -5,7 +5,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .keep_rules import SelectionSchedule, assistant_keep_probabilities, uniform_keep_probabilities
+from .keep_rules import (
+    SelectionSchedule,
+    assistant_keep_probabilities,
+    infobatch_keep_probabilities,
+    self_paced_keep_probabilities,
+    uniform_keep_probabilities,
+)
 from .sampling import draw_keep_mask, importance_weights
 
 logger = logging.getLogger(__name__)
@@ -18,6 +24,14 @@ class SelectionOptions:
     min_keep_prob: float = 0.05
     uniform_keep_prob: float = 0.7
     importance_weighting: bool = False
+    infobatch_prune_ratio: float = 0.5
+    infobatch_delta: float = 0.875
+    spl_start_fraction: float = 0.5
+
+    @property
+    def weighted(self):
+        """InfoBatch is defined with its rescaling; the others weight only when asked."""
+        return self.importance_weighting or self.policy == "infobatch"
 
 
 class Selector:
@@ -26,12 +40,16 @@ class Selector:
     current by the training loop so that update-based annealing knows where training is.
 
     ``worker`` (an Assistant worker, see ``fairseq_autoassist.worker``) is needed by the
-    ``assistant`` policy only.
+    ``assistant`` policy, ``loss_table`` (a ``LatestLossTable``) by ``infobatch`` and ``spl``.
     """
 
-    def __init__(self, options: SelectionOptions, schedule: SelectionSchedule, seed: int, worker=None):
+    def __init__(self, options: SelectionOptions, schedule: SelectionSchedule, seed: int, worker=None,
+                 loss_table=None):
         if options.policy == "assistant" and worker is None:
             raise ValueError("the assistant policy needs an Assistant worker")
+        if options.policy in ("infobatch", "spl") and loss_table is None:
+            raise ValueError(f"the {options.policy} policy needs a loss table")
+        self.loss_table = loss_table
         self.options = options
         self.schedule = schedule
         self.seed = int(seed)
@@ -58,6 +76,19 @@ class Selector:
             return uniform_keep_probabilities(
                 len(indices), self.options.uniform_keep_prob, self.options.min_keep_prob
             )
+        progress = self.schedule.progress(epoch, self.num_updates)
+        if policy == "infobatch":
+            if progress is not None and progress >= self.options.infobatch_delta:
+                return None
+            return infobatch_keep_probabilities(
+                self.loss_table.lookup(indices), self.options.infobatch_prune_ratio, self.options.min_keep_prob
+            )
+        if policy == "spl":
+            start = self.options.spl_start_fraction
+            keep_fraction = start + (1.0 - start) * min(progress or 0.0, 1.0)
+            return self_paced_keep_probabilities(
+                self.loss_table.lookup(indices), keep_fraction, self.options.min_keep_prob
+            )
         raise ValueError(f"unknown selection policy {policy!r}")
 
     def select(self, indices, epoch, pass_index, chunk):
@@ -67,5 +98,5 @@ class Selector:
             return indices, None
         self.last_keep_prob_mean = float(np.mean(keep_prob)) if len(keep_prob) else 1.0
         mask = draw_keep_mask(keep_prob, self.seed, pass_index, chunk)
-        weights = importance_weights(keep_prob[mask]) if self.options.importance_weighting else None
+        weights = importance_weights(keep_prob[mask]) if self.options.weighted else None
         return indices[mask], weights

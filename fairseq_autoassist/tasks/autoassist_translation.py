@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import torch
@@ -20,11 +21,12 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
+from .. import distributed
 from ..assistant import Assistant, AssistantConfig, PairFeatures
 from ..compat import allow_fairseq_checkpoints
 from ..data import ShrinkingBatchStream
 from ..data.iterator import ShrinkingEpochBatchIterator, corpus_side
-from ..selection import POLICIES, SelectionOptions, SelectionSchedule, Selector
+from ..selection import POLICIES, LatestLossTable, SelectionOptions, SelectionSchedule, Selector
 from ..worker import AsyncAssistantWorker, SyncAssistantWorker
 
 logger = logging.getLogger(__name__)
@@ -57,8 +59,9 @@ class AutoAssistTranslationConfig(TranslationConfig):
         default="assistant",
         metadata={
             "help": "which training pairs the Boss sees: 'assistant' (AutoAssist), 'uniform' "
-            "(keep each pair with --autoassist-uniform-keep-prob, a control) or 'none' "
-            "(every pair, exactly like --task translation)"
+            "(keep each pair with --autoassist-uniform-keep-prob, a control), 'infobatch' "
+            "(InfoBatch: prune below-mean-loss pairs), 'spl' (self-paced learning: easiest "
+            "pairs first) or 'none' (every pair, exactly like --task translation)"
         },
     )
     autoassist_base_prob: float = field(
@@ -73,6 +76,21 @@ class AutoAssistTranslationConfig(TranslationConfig):
     )
     autoassist_uniform_keep_prob: float = field(
         default=0.7, metadata={"help": "keep probability of the 'uniform' policy"}
+    )
+    autoassist_infobatch_prune_ratio: float = field(
+        default=0.5,
+        metadata={"help": "infobatch: share r of the below-mean-loss pairs dropped each pass; the "
+                  "kept ones among them are weighted 1 / (1 - r)"},
+    )
+    autoassist_infobatch_delta: float = field(
+        default=0.875,
+        metadata={"help": "infobatch: prune during this first fraction of --max-update (or "
+                  "--max-epoch), then train on every pair"},
+    )
+    autoassist_spl_start_fraction: float = field(
+        default=0.5,
+        metadata={"help": "spl: share of the easiest seen pairs kept at the start; it grows "
+                  "linearly to 1 over --max-update (or --max-epoch)"},
     )
     autoassist_warmup_epochs: int = field(
         default=1, metadata={"help": "epochs at the start that train on every pair"}
@@ -118,6 +136,11 @@ class AutoAssistTranslationConfig(TranslationConfig):
         default=0.95,
         metadata={"help": "decay of the moving average of the Assistant's accuracy (its confidence)"},
     )
+    autoassist_digest_file: Optional[str] = field(
+        default=None,
+        metadata={"help": "diagnostic: append 'epoch, batches, SHA-1 of the epoch's batches' to "
+                  "FILE.rankR after each epoch, to check that distributed ranks select alike"},
+    )
     autoassist_reset_state: bool = field(
         default=False,
         metadata={"help": "ignore AutoAssist state found in the checkpoint and start the "
@@ -126,45 +149,43 @@ class AutoAssistTranslationConfig(TranslationConfig):
     seed: int = II("common.seed")
     max_epoch: int = II("optimization.max_epoch")
     max_update: int = II("optimization.max_update")
-    distributed_world_size: int = II("distributed_training.distributed_world_size")
+
+
+def _flag(name):
+    return "--" + name.replace("_", "-")
 
 
 def validate_config(cfg):
+    """Refuse option values that cannot work, naming the flag, before any data is loaded."""
     if cfg.autoassist_policy not in POLICIES:
         raise AutoAssistConfigError(
-            f"--autoassist-policy {cfg.autoassist_policy!r} is unknown; choose one of {', '.join(POLICIES)}"
+            f"{_flag('autoassist_policy')} {cfg.autoassist_policy!r} is unknown; choose one of {', '.join(POLICIES)}"
         )
-
-    def probability(name, low_open=False):
+    probabilities = {
+        "autoassist_base_prob": False,
+        "autoassist_min_keep_prob": True,
+        "autoassist_uniform_keep_prob": True,
+        "autoassist_anneal_fraction": False,
+        "autoassist_infobatch_prune_ratio": False,
+        "autoassist_infobatch_delta": False,
+        "autoassist_spl_start_fraction": False,
+        "autoassist_loss_mean_decay": False,
+        "autoassist_confidence_decay": False,
+    }
+    for name, zero_excluded in probabilities.items():
         value = getattr(cfg, name)
-        ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
-        if not ok:
-            bounds = "(0, 1]" if low_open else "[0, 1]"
-            raise AutoAssistConfigError(
-                f"--{name.replace('_', '-')}={value} is outside {bounds}"
-            )
-
-    probability("autoassist_base_prob")
-    probability("autoassist_min_keep_prob", low_open=True)
-    probability("autoassist_uniform_keep_prob", low_open=True)
-    probability("autoassist_anneal_fraction")
-    probability("autoassist_loss_mean_decay")
-    probability("autoassist_confidence_decay")
-    for name in ("autoassist_warmup_epochs", "autoassist_refresh_updates"):
-        if getattr(cfg, name) < 0:
-            raise AutoAssistConfigError(f"--{name.replace('_', '-')}={getattr(cfg, name)} must be >= 0")
-    if cfg.autoassist_policy != "none" and (cfg.distributed_world_size or 1) > 1:
-        raise AutoAssistConfigError(
-            f"--autoassist-policy {cfg.autoassist_policy} does not support distributed training yet "
-            f"(--distributed-world-size {cfg.distributed_world_size}): every rank would need the same "
-            "selection; train on one device or use --autoassist-policy none"
-        )
-    for name in ("autoassist_queue_size",):
-        if getattr(cfg, name) < 1:
-            raise AutoAssistConfigError(f"--{name.replace('_', '-')}={getattr(cfg, name)} must be >= 1")
-    for name in ("autoassist_lr", "autoassist_l2"):
-        if getattr(cfg, name) < 0:
-            raise AutoAssistConfigError(f"--{name.replace('_', '-')}={getattr(cfg, name)} must be >= 0")
+        if not ((0.0 < value) if zero_excluded else (0.0 <= value)) or value > 1.0:
+            raise AutoAssistConfigError(f"{_flag(name)}={value} is outside {'(0, 1]' if zero_excluded else '[0, 1]'}")
+    minimums = {
+        "autoassist_warmup_epochs": 0,
+        "autoassist_refresh_updates": 0,
+        "autoassist_queue_size": 1,
+        "autoassist_lr": 0,
+        "autoassist_l2": 0,
+    }
+    for name, minimum in minimums.items():
+        if getattr(cfg, name) < minimum:
+            raise AutoAssistConfigError(f"{_flag(name)}={getattr(cfg, name)} must be >= {minimum}")
 
 
 @register_task("autoassist_translation", dataclass=AutoAssistTranslationConfig)
@@ -175,6 +196,7 @@ class AutoAssistTranslationTask(TranslationTask):
         super().__init__(cfg, src_dict, tgt_dict)
         self.train_iterator = None
         self.worker = None
+        self.loss_table = None
         self.selector = None
         self._corpus_mean_target_length = None
         self._state_restored = False
@@ -282,6 +304,8 @@ class AutoAssistTranslationTask(TranslationTask):
         chunk_pairs = len(ordered) if refresh == 0 else min(len(ordered), max(1, round(refresh * pairs_per_batch)))
 
         self.worker = self._build_worker(dataset)
+        if self.cfg.autoassist_policy in ("infobatch", "spl"):
+            self.loss_table = LatestLossTable(len(dataset))
         self.selector = Selector(
             SelectionOptions(
                 policy=self.cfg.autoassist_policy,
@@ -289,6 +313,9 @@ class AutoAssistTranslationTask(TranslationTask):
                 min_keep_prob=self.cfg.autoassist_min_keep_prob,
                 uniform_keep_prob=self.cfg.autoassist_uniform_keep_prob,
                 importance_weighting=self.cfg.autoassist_importance_weighting,
+                infobatch_prune_ratio=self.cfg.autoassist_infobatch_prune_ratio,
+                infobatch_delta=self.cfg.autoassist_infobatch_delta,
+                spl_start_fraction=self.cfg.autoassist_spl_start_fraction,
             ),
             SelectionSchedule(
                 warmup_epochs=self.cfg.autoassist_warmup_epochs,
@@ -298,11 +325,13 @@ class AutoAssistTranslationTask(TranslationTask):
             ),
             seed=seed,
             worker=self.worker,
+            loss_table=self.loss_table,
         )
         target_sizes = np.asarray(dataset.tgt_sizes, dtype=np.int64)
         self._corpus_mean_target_length = float(target_sizes[ordered].mean())
         stream = ShrinkingBatchStream(
-            ordered, target_sizes, chunk_pairs, seed, make_batches, self.selector.select
+            ordered, target_sizes, chunk_pairs, seed, make_batches, self._select_on_every_rank,
+            on_epoch_complete=self._record_epoch_digest,
         )
         logger.info(
             "AutoAssist: policy=%s, %d training pairs, %d full batches per pass, "
@@ -314,9 +343,31 @@ class AutoAssistTranslationTask(TranslationTask):
             dataset=dataset, collate_fn=dataset.collater, stream=stream,
             dummy_batch=full_batches[0], seed=seed, num_shards=num_shards, shard_id=shard_id,
             num_workers=num_workers, epoch=epoch,
-            buffer_size=0 if self.cfg.autoassist_sync else data_buffer_size,
+            # No --data-buffer-size prefetch thread: chunk selection must run in the training
+            # thread, where its broadcasts stay in step with the other ranks' collectives and
+            # --autoassist-sync runs are reproducible.
+            buffer_size=0,
         )
         return self.train_iterator
+
+    def _select_on_every_rank(self, indices, epoch, pass_index, chunk):
+        """The selector's choice; under distributed training the first rank's, broadcast."""
+        if distributed.world_size() == 1:
+            return self.selector.select(indices, epoch, pass_index, chunk)
+        kept, weights = (None, None)
+        if distributed.rank() == 0:
+            kept, weights = self.selector.select(indices, epoch, pass_index, chunk)
+        kept = distributed.broadcast_from_first_rank(kept, np.int64)
+        weights = distributed.broadcast_from_first_rank(
+            np.zeros(0, np.float32) if weights is None else weights, np.float32
+        )
+        return kept, (weights if len(weights) == len(kept) and len(kept) else None)
+
+    def _record_epoch_digest(self, epoch, num_batches, digest):
+        logger.info("AutoAssist: epoch %d has %d global batches, selection digest %s", epoch, num_batches, digest)
+        if self.cfg.autoassist_digest_file:
+            with open(f"{self.cfg.autoassist_digest_file}.rank{distributed.rank()}", "a") as f:
+                f.write(f"{epoch}\t{num_batches}\t{digest}\n")
 
     def _build_worker(self, dataset):
         if self.cfg.autoassist_policy != "assistant":
@@ -359,7 +410,7 @@ class AutoAssistTranslationTask(TranslationTask):
                 token_loss, token_nll = criterion.compute_loss(model, net_output, sample, reduce=False)
                 sentence_loss = token_loss.view(batch_size, -1).sum(1)
                 sentence_nll = token_nll.view(batch_size, -1).sum(1)
-                if self.cfg.autoassist_importance_weighting:
+                if self.selector.options.weighted:
                     weights = self.train_iterator.stream.pair_weights[sample["id"].cpu().numpy()]
                     loss = (sentence_loss * torch.as_tensor(weights, device=sentence_loss.device,
                                                             dtype=sentence_loss.dtype)).sum()
@@ -376,16 +427,32 @@ class AutoAssistTranslationTask(TranslationTask):
         }
         if ignore_grad:
             loss *= 0
-        elif self.worker is not None:
-            target_lengths = target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1)
-            per_token = (sentence_nll.detach() / target_lengths).float().cpu().numpy()
-            finite = np.isfinite(per_token)
-            ids = sample["id"].cpu().numpy()
-            if finite.any():
-                self.worker.submit(ids[finite], per_token[finite])
+        if self.worker is not None or self.loss_table is not None:
+            self._report_losses(sample, sentence_nll, ignore_grad)
         with torch.autograd.profiler.record_function("backward"):
             optimizer.backward(loss)
         return loss, sample_size, logging_output
+
+    def _report_losses(self, sample, sentence_nll, ignore_grad):
+        """Per-token losses of this step (of every rank's step when distributed) to the consumers.
+
+        A dummy batch (``ignore_grad``) reports nothing but still joins the gather, which every
+        rank calls once per step.
+        """
+        ids = np.zeros(0, dtype=np.int64)
+        per_token = np.zeros(0, dtype=np.float32)
+        if not ignore_grad:
+            target_lengths = sample["target"].ne(self.tgt_dict.pad()).sum(1).clamp(min=1)
+            per_token = (sentence_nll.detach() / target_lengths).float().cpu().numpy()
+            ids = sample["id"].cpu().numpy()
+            finite = np.isfinite(per_token)
+            ids, per_token = ids[finite], per_token[finite]
+        if distributed.world_size() > 1:
+            ids, per_token = distributed.all_gather_pairs(ids, per_token)
+        if len(ids):
+            for consumer in (self.worker, self.loss_table):
+                if consumer is not None:
+                    consumer.submit(ids, per_token)
 
     # ------------------------------------------------------------ logs
     def reduce_metrics(self, logging_outputs, criterion):
@@ -426,6 +493,8 @@ class AutoAssistTranslationTask(TranslationTask):
         }
         if self.worker is not None:
             state["assistant"] = self.worker.state_dict()
+        if self.loss_table is not None:
+            state["loss_table"] = self.loss_table.state_dict()
         return {type(self).__name__: state}
 
     def set_checkpoint_dict(self, state):
@@ -442,6 +511,8 @@ class AutoAssistTranslationTask(TranslationTask):
                 self.train_iterator.stream.load_state_dict(state["stream"])
                 if self.worker is not None:
                     self.worker.load_state_dict(state["assistant"])
+                if self.loss_table is not None:
+                    self.loss_table.load_state_dict(state["loss_table"])
             except (KeyError, ValueError, TypeError, IndexError) as error:
                 problem = f"is corrupt ({type(error).__name__}: {error})"
         if problem:
