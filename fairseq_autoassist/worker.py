@@ -11,8 +11,9 @@ Calling contract (both classes):
 * ``state_dict()`` / ``load_state_dict()`` checkpoint the Assistant; the async worker first
   drains its queue so that a saved state holds every loss reported before the save.
 
-If the async worker's thread dies, training goes on: ``healthy`` turns False, a warning is
-logged once, and callers fall back to keeping every pair.
+If the async worker's thread dies, or stalls (no update finished while ``STALL_DROPS`` times
+the queue size of feedback batches were dropped), training goes on: ``healthy`` turns False, a
+warning is logged once, and callers fall back to keeping every pair.
 """
 
 import collections
@@ -23,6 +24,8 @@ import threading
 import numpy as np
 
 logger = logging.getLogger(__name__)
+
+STALL_DROPS = 10
 
 
 class SyncAssistantWorker:
@@ -48,6 +51,7 @@ class SyncAssistantWorker:
         pass
 
     def stats(self):
+        # Plain scalar reads without the update lock: a stalled update must not block logging.
         a = self.assistant
         return {
             "accuracy": a.accuracy,
@@ -83,6 +87,7 @@ class AsyncAssistantWorker(SyncAssistantWorker):
         self._busy = False
         self._closed = False
         self._failure_logged = False
+        self._drops_since_progress = 0
         self._thread = threading.Thread(target=self._run, name="autoassist-assistant", daemon=True)
         self._thread.start()
 
@@ -94,8 +99,12 @@ class AsyncAssistantWorker(SyncAssistantWorker):
             if len(self._pending) >= self._queue_size:
                 self._pending.popleft()
                 self.dropped += 1
+                self._drops_since_progress += 1
             self._pending.append((np.asarray(ids), np.asarray(per_token_losses)))
             self._cond.notify()
+            stalled = self._drops_since_progress > STALL_DROPS * self._queue_size
+        if stalled:
+            self.mark_failed("stalled")
 
     def _run(self):
         try:
@@ -111,12 +120,13 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                     self.assistant.update(ids, losses)
                 with self._cond:
                     self._busy = False
+                    self._drops_since_progress = 0
                     self._cond.notify_all()
         except Exception:
-            logger.exception("AutoAssist: the Assistant worker failed; training goes on keeping every pair")
-            self.mark_failed()
+            logger.exception("AutoAssist: the Assistant worker failed")
+            self.mark_failed("failed")
 
-    def mark_failed(self):
+    def mark_failed(self, reason):
         with self._cond:
             self.healthy = False
             self._busy = False
@@ -124,7 +134,9 @@ class AsyncAssistantWorker(SyncAssistantWorker):
             self._cond.notify_all()
         if not self._failure_logged:
             self._failure_logged = True
-            logger.warning("AutoAssist: Assistant worker is down; selection falls back to keeping every pair")
+            logger.warning(
+                "AutoAssist: the Assistant worker %s; training goes on and selection keeps every pair", reason
+            )
 
     def snapshot(self):
         with self._update_lock:
@@ -136,10 +148,6 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                 self._cond.wait(timeout=1.0)
                 if not self._thread.is_alive():
                     break
-
-    def stats(self):
-        with self._update_lock:
-            return super().stats()
 
     def load_state_dict(self, state):
         self.drain()

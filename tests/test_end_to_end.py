@@ -134,6 +134,38 @@ def test_sigkill_mid_epoch_loses_only_the_work_since_the_last_checkpoint(prepare
     assert re.search(r"\| train \| epoch 004 \|", resumed)
 
 
+def test_incompatible_autoassist_state_offers_the_reset_flag(prepared_data, tmp_path):
+    import torch
+
+    save_dir = tmp_path / "corrupt"
+    fairseq_train(prepared_data, save_dir, *SYNC_ASSISTANT, max_epoch=1)
+    checkpoint = save_dir / "checkpoint_last.pt"
+    state = torch.load(checkpoint, weights_only=False)
+    state["extra_state"]["AutoAssistTranslationTask"]["version"] = 99
+    torch.save(state, checkpoint)
+    refused = fairseq_train(prepared_data, save_dir, *SYNC_ASSISTANT, max_epoch=2, check=False)
+    assert refused.returncode != 0
+    assert "error: the checkpoint's AutoAssist state has version 99" in refused.stdout
+    assert "--autoassist-reset-state" in refused.stdout and "Traceback" not in refused.stdout
+    reset = fairseq_train(prepared_data, save_dir, *SYNC_ASSISTANT, "--autoassist-reset-state", max_epoch=2).stdout
+    assert "starting AutoAssist afresh" in reset and re.search(r"\| train \| epoch 002 \|", reset)
+
+
+def test_empty_training_split_is_refused(prepared_data, tmp_path):
+    import shutil
+
+    from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
+
+    data = tmp_path / "empty-train"
+    shutil.copytree(prepared_data, data)
+    for lang in ("de", "en"):
+        prefix = str(data / f"train.de-en.{lang}")
+        MMapIndexedDatasetBuilder(prefix + ".bin").finalize(prefix + ".idx")
+    result = fairseq_train(str(data), tmp_path / "save", check=False)
+    assert result.returncode != 0
+    assert "error: the split 'train' in" in result.stdout and "has no sentence pairs" in result.stdout
+
+
 def test_checkpoint_without_autoassist_state_starts_autoassist_fresh(prepared_data, tmp_path):
     fairseq_train(prepared_data, tmp_path / "c", policy="none", max_epoch=1)
     log = fairseq_train(prepared_data, tmp_path / "c", *SYNC_ASSISTANT, max_epoch=2).stdout

@@ -85,3 +85,19 @@ def test_state_dict_waits_for_pending_feedback():
         assert worker.state_dict()["num_updates"] == 20
     finally:
         worker.close()
+
+
+def test_a_stalled_worker_is_given_up_and_submit_never_blocks():
+    features = random_features(num_pairs=50)
+    assistant = Assistant(features)
+    never = threading.Event()
+    assistant.update = lambda ids, losses: never.wait(timeout=30)
+    worker = AsyncAssistantWorker(assistant, queue_size=2)
+    try:
+        for i in range(60):
+            worker.submit(np.array([i % 50]), np.array([1.0]))
+        assert not worker.healthy
+        assert worker.dropped > 20
+    finally:
+        never.set()
+        worker.close()

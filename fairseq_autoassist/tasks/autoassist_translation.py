@@ -224,14 +224,20 @@ class AutoAssistTranslationTask(TranslationTask):
         path = self.cfg.data.split(os.pathsep)[0]
         prefix = os.path.join(path, f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.")
         reverse = os.path.join(path, f"{split}.{self.cfg.target_lang}-{self.cfg.source_lang}.")
-        if not any(os.path.isfile(p + self.cfg.source_lang + ".idx") for p in (prefix, reverse)):
+        found = [p for p in (prefix, reverse) if os.path.isfile(p + self.cfg.source_lang + ".idx")]
+        if not found:
             raise AutoAssistConfigError(
                 f"split '{split}' is missing from {path} (no {prefix}{self.cfg.source_lang}.idx); "
                 "prepare it or choose another with --train-subset/--valid-subset/--gen-subset"
             )
+        # fairseq cannot memory-map an empty .bin file and fails deep inside; say what is wrong.
+        data_file = found[0] + self.cfg.source_lang + ".bin"
+        if os.path.isfile(data_file) and os.path.getsize(data_file) == 0:
+            raise AutoAssistConfigError(
+                f"the split '{split}' in {path} has no sentence pairs ({data_file} is empty); "
+                "re-run the preparation on non-empty files"
+            )
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
-        if split == self.cfg.train_subset and len(self.datasets[split]) == 0:
-            raise AutoAssistConfigError(f"the training split '{split}' in {path} has no sentence pairs")
 
     @property
     def selection_enabled(self):
