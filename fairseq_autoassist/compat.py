@@ -4,14 +4,23 @@ torch 2.6 made ``torch.load`` default to ``weights_only=True``; fairseq 0.12 che
 ``argparse.Namespace`` and omegaconf containers, so every resume and every ``fairseq-generate``
 would fail with "Weights only load failed". fairseq imports ``--user-dir`` modules before it
 loads a checkpoint, so allow-listing those classes here fixes both without an environment
-variable. AutoAssist's own checkpointed state is only tensors, lists, dicts and scalars.
+variable. Checkpoints also hold numpy scalars (the best validation BLEU, for example), so numpy's
+array reconstruction and scalar types are allowed too. AutoAssist's own checkpointed state is only
+tensors, lists, dicts and Python scalars.
 """
 
 import argparse
 import collections
 import typing
 
+import numpy as np
 import torch
+
+
+def _numpy_globals():
+    core = getattr(np, "_core", None) or np.core
+    scalar_dtypes = [type(np.dtype(kind)) for kind in (np.float64, np.float32, np.int64, np.int32, np.bool_)]
+    return [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype, *scalar_dtypes]
 
 
 def _checkpoint_globals():
@@ -38,6 +47,7 @@ def _checkpoint_globals():
         Node,
         AnyNode,
         ValueNode,
+        *_numpy_globals(),
     ]
 
 

@@ -20,12 +20,17 @@ _spec.loader.exec_module(train_multi30k)
 SYNC_ASSISTANT = ["--autoassist-sync", "--autoassist-refresh-updates", "2", "--autoassist-base-prob", "0"]
 
 
-def fairseq_train(data, save_dir, *extra, policy="assistant", max_epoch=2, max_update=0, check=True):
-    args = train_multi30k.recipe(
+def tiny_recipe(data, save_dir, policy="assistant", max_epoch=2, max_update=0, max_tokens=400):
+    """The project's training recipe with a tiny model, logging every update, on the CPU."""
+    return train_multi30k.recipe(
         data, str(save_dir), policy, arch="tiny", max_epoch=max_epoch, max_update=max_update,
-        max_tokens=400, lr=1e-3, warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
-    )
-    return run_script("-m", "fairseq_cli.train", *args, "--no-progress-bar", *extra, check=check)
+        max_tokens=max_tokens, lr=1e-3, warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
+    ) + ["--no-progress-bar"]
+
+
+def fairseq_train(data, save_dir, *extra, policy="assistant", max_epoch=2, max_update=0, check=True):
+    args = tiny_recipe(data, save_dir, policy, max_epoch, max_update)
+    return run_script("-m", "fairseq_cli.train", *args, *extra, check=check)
 
 
 def losses_by_update(log):
@@ -52,14 +57,10 @@ def test_prepare_keeps_references_and_sentencepiece_beside_the_data(prepared_dat
 
 def test_policy_none_trains_exactly_like_the_translation_task(prepared_data, tmp_path):
     plugin = fairseq_train(prepared_data, tmp_path / "none", policy="none").stdout
-    stock_args = [a for a in train_multi30k.recipe(
-        prepared_data, str(tmp_path / "stock"), "none", arch="tiny", max_epoch=2, max_tokens=400,
-        lr=1e-3, warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
-    )]
-    task_at = stock_args.index("--task")
-    stock_args[task_at + 1] = "translation"
+    stock_args = tiny_recipe(prepared_data, tmp_path / "stock", "none")
+    stock_args[stock_args.index("--task") + 1] = "translation"
     del stock_args[stock_args.index("--autoassist-policy"): stock_args.index("--autoassist-policy") + 2]
-    stock = run_script("-m", "fairseq_cli.train", *stock_args, "--no-progress-bar").stdout
+    stock = run_script("-m", "fairseq_cli.train", *stock_args).stdout
     plugin_losses, stock_losses = losses_by_update(plugin), losses_by_update(stock)
     assert len(stock_losses) > 4
     assert plugin_losses == stock_losses
@@ -108,12 +109,8 @@ def test_mid_epoch_resume_continues_exactly_like_an_uninterrupted_run(prepared_d
 
 def test_sigkill_mid_epoch_loses_only_the_work_since_the_last_checkpoint(prepared_data, tmp_path):
     save_dir = tmp_path / "killed"
-    args = train_multi30k.recipe(
-        prepared_data, str(save_dir), "assistant", arch="tiny", max_epoch=4, max_tokens=400, lr=1e-3,
-        warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
-    )
-    command = [sys.executable, "-m", "fairseq_cli.train", *args, *SYNC_ASSISTANT, "--no-progress-bar",
-               "--save-interval-updates", "2"]
+    command = [sys.executable, "-m", "fairseq_cli.train", *tiny_recipe(prepared_data, save_dir, max_epoch=4),
+               *SYNC_ASSISTANT, "--save-interval-updates", "2"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     saved_mid_epoch = None
     try:
@@ -207,14 +204,11 @@ def _free_port():
 
 def test_two_cpu_ranks_select_identically_and_resume_on_one(prepared_data, tmp_path):
     save_dir, digest = tmp_path / "ranks", tmp_path / "digest"
-    args = train_multi30k.recipe(
-        prepared_data, str(save_dir), "assistant", arch="tiny", max_epoch=3, max_tokens=200, lr=1e-3,
-        warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
-    )
+    args = tiny_recipe(prepared_data, save_dir, max_epoch=3, max_tokens=200)
     distributed_flags = [
         "--distributed-backend", "gloo", "--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}",
         "--distributed-world-size", "2", "--distributed-no-spawn", "--ddp-backend", "legacy_ddp",
-        "--autoassist-refresh-updates", "2", "--autoassist-base-prob", "0", "--no-progress-bar",
+        "--autoassist-refresh-updates", "2", "--autoassist-base-prob", "0",
         "--autoassist-digest-file", str(digest),
     ]
     ranks = [

@@ -68,6 +68,7 @@ class ShrinkingBatchStream:
         self.pair_weights = np.ones(int(self.candidates.max()) + 1, dtype=np.float32)
         self._scratch_weights = np.ones_like(self.pair_weights)
         self.epoch_stats = EpochSelectionStats()
+        self.previous_epoch_stats = self.epoch_stats
         self.on_epoch_complete = on_epoch_complete
         self._epoch_digest = hashlib.sha1()
         self._permutations = {}
@@ -119,6 +120,7 @@ class ShrinkingBatchStream:
         self.epoch = epoch
         self._yielded_this_epoch = []
         self._epoch_digest = hashlib.sha1()
+        self.previous_epoch_stats = self.epoch_stats
         self.epoch_stats = EpochSelectionStats()
         total = len(self.pending)
         for chunk in range(self.next_chunk, self.chunks_per_pass):
@@ -153,6 +155,11 @@ class ShrinkingBatchStream:
             yield batch
 
     # ------------------------------------------------------------------ state
+    @property
+    def latest_stats(self):
+        """This epoch's selection statistics, or the previous epoch's before its first chunk."""
+        return self.epoch_stats if self.epoch_stats.candidate_pairs else self.previous_epoch_stats
+
     def state_dict(self, consumed_in_epoch):
         """The stream at the point where ``consumed_in_epoch`` batches were trained on."""
         unconsumed = self._yielded_this_epoch[consumed_in_epoch:]

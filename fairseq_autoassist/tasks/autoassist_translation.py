@@ -469,7 +469,7 @@ class AutoAssistTranslationTask(TranslationTask):
             metrics.log_scalar(key, value, weight=1, priority=900, round=3)
 
     def autoassist_metrics(self):
-        stats = self.train_iterator.stream.epoch_stats
+        stats = self.train_iterator.stream.latest_stats
         out = {
             "aa_kept": stats.kept_pairs / max(stats.candidate_pairs, 1),
             "aa_kept_tok": stats.kept_tokens / max(stats.candidate_tokens, 1),

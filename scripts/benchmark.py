@@ -1,0 +1,296 @@
+#!/usr/bin/env python
+"""Side-by-side time-to-BLEU benchmark of the selection policies on one prepared corpus.
+
+    python scripts/benchmark.py --preset smoke --out runs/benchmark-smoke
+    python scripts/benchmark.py --preset multi30k-quick --data data-bin/multi30k.de-en --out runs/bench
+    python scripts/benchmark.py --preset multi30k-quick ... --arms baseline assistant --seeds 1 2
+
+Every arm uses the same model, optimizer, learning-rate schedule, batch size and seeds (the recipe of
+scripts/train_multi30k.py); arms and seeds run one after another, never concurrently. Each run lives in
+OUT/runs/ARM-seedS/; a run that finished (its test BLEU is written) is skipped, an interrupted one
+resumes from its last checkpoint, so rerunning the same command continues where it stopped.
+
+Per arm, seed and epoch it records training wall time without validation (fairseq's train_wall),
+cumulative target tokens and updates, validation loss and BLEU (greedy) and the kept share; at the
+end the test BLEU (beam 5) of the best checkpoint. Derived figures, against the baseline of the same
+seed: time and tokens to reach the baseline's best validation BLEU, BLEU at the baseline's training
+time, time per update; mean and spread over seeds. Outputs: OUT/results.json (every measurement),
+OUT/results.md (the table and the command), OUT/bleu_vs_time.png, OUT/bleu_vs_tokens.png,
+OUT/kept_share.png.
+"""
+
+import argparse
+import json
+import logging
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import train_multi30k  # noqa: E402
+
+logger = logging.getLogger("benchmark")
+
+ARMS = {
+    "baseline": {"task": "translation"},
+    "assistant": {"policy": "assistant"},
+    "assistant-iw": {"policy": "assistant", "extra": ["--autoassist-importance-weighting"]},
+    "infobatch": {"policy": "infobatch"},
+    "uniform": {"policy": "uniform"},
+    "spl": {"policy": "spl"},
+}
+
+PRESETS = {
+    # Tiny synthetic data written by the benchmark itself: exercises the whole pipeline in minutes.
+    "smoke": dict(arch="tiny", max_epoch=3, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1]),
+    # About 15 minutes per arm and seed on 2 CPU cores.
+    "multi30k-quick": dict(arch="small", max_epoch=12, max_tokens=4096, lr=1e-3, warmup_updates=300, seeds=[1, 2]),
+    # The paper-like recipe, for a GPU.
+    "multi30k-full": dict(arch="base", max_epoch=40, max_tokens=4096, lr=5e-4, warmup_updates=4000, seeds=[1, 2, 3]),
+}
+
+
+def run_command(command, log_path):
+    with open(log_path, "a") as log:
+        log.write("# " + " ".join(command) + "\n")
+        log.flush()
+        result = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        raise RuntimeError(f"{command[2]} failed with exit code {result.returncode}; see {log_path}")
+
+
+def training_args(arm, data, save_dir, preset, seed, cpu):
+    spec = ARMS[arm]
+    args = train_multi30k.recipe(
+        data, save_dir, spec.get("policy", "none"), arch=preset["arch"], max_epoch=preset["max_epoch"],
+        max_tokens=preset["max_tokens"], lr=preset["lr"], warmup_updates=preset["warmup_updates"],
+        seed=seed, cpu=cpu, eval_bleu=True,
+    )
+    if spec.get("task") == "translation":
+        args[args.index("--task") + 1] = "translation"
+        at = args.index("--autoassist-policy")
+        del args[at : at + 2]
+    return args + spec.get("extra", []) + ["--no-progress-bar"]
+
+
+def parse_epochs(log_text):
+    """Per-epoch records from a fairseq-train log (the last occurrence of each epoch wins)."""
+    epochs = {}
+    for line in log_text.splitlines():
+        summary = re.search(r"\| train \| epoch (\d+) \|(.*)", line)
+        valid = re.search(r"\| valid \| epoch (\d+) \| valid on '\w+' subset \|(.*)", line)
+        match = summary or valid
+        if not match:
+            continue
+        fields = dict(
+            (key, float(value)) for key, value in re.findall(r"(\w+) ([-\d.]+)(?= \||$)", match.group(2))
+        )
+        record = epochs.setdefault(int(match.group(1)), {})
+        if summary:
+            record.update(train_wall=fields.get("train_wall"), num_updates=fields.get("num_updates"),
+                          wpb=fields.get("wpb"), kept=fields.get("aa_kept", 1.0))
+        else:
+            record.update(valid_loss=fields.get("loss"), valid_bleu=fields.get("bleu"))
+    rows, time, tokens, previous_updates = [], 0.0, 0.0, 0.0
+    for epoch in sorted(epochs):
+        record = epochs[epoch]
+        if record.get("num_updates") is None:
+            continue
+        updates = record["num_updates"] - previous_updates
+        previous_updates = record["num_updates"]
+        time += record["train_wall"]
+        tokens += updates * record["wpb"]
+        rows.append(dict(epoch=epoch, train_seconds=time, target_tokens=tokens,
+                         updates=record["num_updates"], valid_loss=record.get("valid_loss"),
+                         valid_bleu=record.get("valid_bleu"), kept_share=record["kept"]))
+    return rows
+
+
+def first_reaching(rows, key, bleu):
+    """``key`` (time or tokens) at which validation BLEU first reaches ``bleu``, interpolated."""
+    previous = None
+    for row in rows:
+        if row["valid_bleu"] is not None and row["valid_bleu"] >= bleu:
+            if previous is None or previous["valid_bleu"] is None:
+                return row[key]
+            fraction = (bleu - previous["valid_bleu"]) / max(row["valid_bleu"] - previous["valid_bleu"], 1e-9)
+            return previous[key] + fraction * (row[key] - previous[key])
+        previous = row
+    return None
+
+
+def bleu_at(rows, seconds):
+    reached = [row["valid_bleu"] for row in rows if row["train_seconds"] <= seconds + 1e-9 and row["valid_bleu"] is not None]
+    return max(reached) if reached else None
+
+
+def run_arm(arm, seed, data, out, preset, cpu):
+    run_dir = os.path.join(out, "runs", f"{arm}-seed{seed}")
+    result_path = os.path.join(run_dir, "bleu_test.json")
+    os.makedirs(run_dir, exist_ok=True)
+    log_path = os.path.join(run_dir, "train.log")
+    if not os.path.isfile(result_path):
+        logger.info("running %s seed %d (log: %s)", arm, seed, log_path)
+        run_command([sys.executable, "-m", "fairseq_cli.train",
+                     *training_args(arm, data, run_dir, preset, seed, cpu)], log_path)
+        run_command([sys.executable, os.path.join(ROOT, "scripts", "evaluate_bleu.py"),
+                     "--checkpoint", os.path.join(run_dir, "checkpoint_best.pt"), "--data", data,
+                     "--split", "test", "--beam", "5", "--device", "cpu" if cpu else "gpu",
+                     "--output", result_path], os.path.join(run_dir, "evaluate.log"))
+    else:
+        logger.info("%s seed %d already finished; reusing it", arm, seed)
+    with open(log_path) as f:
+        rows = parse_epochs(f.read())
+    with open(result_path) as f:
+        test = json.load(f)
+    return {"arm": arm, "seed": seed, "epochs": rows, "test_bleu": test["bleu"],
+            "test_bleu_signature": test["bleu_signature"]}
+
+
+def derive(runs):
+    """Figures of each arm against the baseline of the same seed, then mean and spread over seeds."""
+    baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
+    per_arm = {}
+    for run in runs:
+        base = baselines.get(run["seed"])
+        if base is None or not base["epochs"] or not run["epochs"]:
+            continue
+        target = max(row["valid_bleu"] or 0.0 for row in base["epochs"])
+        if target <= 0:
+            # A baseline that never scored gives no target: time-to-BLEU is undefined, not 1.
+            target = float("inf")
+        base_time = first_reaching(base["epochs"], "train_seconds", target)
+        base_tokens = first_reaching(base["epochs"], "target_tokens", target)
+        time = first_reaching(run["epochs"], "train_seconds", target)
+        tokens = first_reaching(run["epochs"], "target_tokens", target)
+        last, base_last = run["epochs"][-1], base["epochs"][-1]
+        figures = {
+            "target_bleu": target if target != float("inf") else None,
+            "time_ratio": time / base_time if time is not None and base_time else None,
+            "token_ratio": tokens / base_tokens if tokens is not None and base_tokens else None,
+            "bleu_at_baseline_time": bleu_at(run["epochs"], base_last["train_seconds"]),
+            "seconds_per_update_ratio": (last["train_seconds"] / last["updates"])
+            / (base_last["train_seconds"] / base_last["updates"]),
+            "best_valid_bleu": max(row["valid_bleu"] or 0.0 for row in run["epochs"]),
+            "test_bleu": run["test_bleu"],
+        }
+        per_arm.setdefault(run["arm"], []).append(figures)
+    summary = {}
+    for arm, seeds in per_arm.items():
+        summary[arm] = {}
+        for key in seeds[0]:
+            values = [s[key] for s in seeds if s[key] is not None]
+            summary[arm][key] = {
+                "mean": statistics.mean(values) if values else None,
+                "spread": (max(values) - min(values)) if len(values) > 1 else 0.0,
+                "reached": len(values), "seeds": len(seeds),
+            }
+    return summary
+
+
+def markdown(summary, command, machine):
+    def cell(stat, digits=2):
+        if stat["mean"] is None:
+            return "not reached"
+        text = f"{stat['mean']:.{digits}f}"
+        if stat["seeds"] > 1:
+            text += f" ± {stat['spread'] / 2:.{digits}f}"
+        if stat["reached"] < stat["seeds"]:
+            text += f" ({stat['reached']}/{stat['seeds']} seeds)"
+        return text
+
+    lines = [
+        f"Command: `{command}`", "", f"Machine: {machine}", "",
+        "Ratios are against the stock translation task with the same seed (mean ± half the range over seeds); "
+        "time is fairseq's train_wall (validation excluded); tokens are target tokens trained on.", "",
+        "| arm | time to baseline best BLEU | tokens to it | BLEU at baseline time | time per update | best valid BLEU | test BLEU (beam 5) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm in ARMS:
+        if arm in summary:
+            s = summary[arm]
+            lines.append(f"| {arm} | {cell(s['time_ratio'])} | {cell(s['token_ratio'])} | "
+                         f"{cell(s['bleu_at_baseline_time'])} | {cell(s['seconds_per_update_ratio'], 3)} | "
+                         f"{cell(s['best_valid_bleu'])} | {cell(s['test_bleu'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs, out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for key, xlabel, name in (("train_seconds", "training time (s)", "bleu_vs_time.png"),
+                              ("target_tokens", "target tokens trained on", "bleu_vs_tokens.png"),
+                              ("train_seconds", "training time (s)", "kept_share.png")):
+        figure, axis = plt.subplots(figsize=(7, 4.5))
+        for arm in ARMS:
+            arm_runs = [run for run in runs if run["arm"] == arm and run["epochs"]]
+            for i, run in enumerate(arm_runs):
+                y_key = "kept_share" if name == "kept_share.png" else "valid_bleu"
+                xs = [row[key] for row in run["epochs"]]
+                ys = [row[y_key] if row[y_key] is not None else float("nan") for row in run["epochs"]]
+                axis.plot(xs, ys, marker="o", markersize=3, label=arm if i == 0 else None,
+                          color=f"C{list(ARMS).index(arm)}", alpha=0.8)
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel("kept share of pairs" if name == "kept_share.png" else "validation BLEU (greedy)")
+        axis.legend()
+        axis.grid(alpha=0.3)
+        figure.tight_layout()
+        figure.savefig(os.path.join(out, name), dpi=100)
+        plt.close(figure)
+
+
+def smoke_data(out):
+    """Prepare the synthetic corpus of the tests for the smoke preset (once)."""
+    sys.path.insert(0, ROOT)
+    from tests.conftest import write_synthetic_multi30k
+
+    dest = os.path.join(out, "data-bin")
+    if not os.path.isfile(os.path.join(dest, "prepare.json")):
+        raw = write_synthetic_multi30k(os.path.join(out, "raw"))
+        run_command([sys.executable, os.path.join(ROOT, "scripts", "prepare_multi30k.py"), "--raw-dir", raw,
+                     "--dest", dest, "--vocab-size", "120", "--workers", "1", "--no-download"],
+                    os.path.join(out, "prepare.log"))
+    return dest
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), required=True)
+    parser.add_argument("--data", help="prepared data-bin folder (not for --preset smoke)")
+    parser.add_argument("--out", required=True, help="output folder; rerun the same command to resume")
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--seeds", nargs="+", type=int, help="override the preset's seeds")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--machine", default="2 CPU cores, 24 GiB (the project's development machine)",
+                        help="description of the machine, written into results.md")
+    args = parser.parse_args(argv)
+    preset = dict(PRESETS[args.preset])
+    os.makedirs(args.out, exist_ok=True)
+    data = smoke_data(args.out) if args.preset == "smoke" else args.data
+    if not data or not os.path.isfile(os.path.join(data, "prepare.json")):
+        parser.error(f"--data {data} is not a prepared folder; run scripts/prepare_multi30k.py first")
+    arms = ["baseline"] + [arm for arm in args.arms if arm != "baseline"]
+    runs = [run_arm(arm, seed, data, args.out, preset, args.device == "cpu")
+            for seed in (args.seeds or preset["seeds"]) for arm in arms]
+    summary = derive(runs)
+    command = "python scripts/benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"preset": args.preset, "settings": preset, "command": command, "machine": args.machine,
+                   "runs": runs, "summary": summary}, f, indent=2)
+    table = markdown(summary, command, args.machine)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(table)
+    plot(runs, args.out)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

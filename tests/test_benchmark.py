@@ -1,0 +1,63 @@
+"""scripts/benchmark.py: the smoke preset end to end, and the derived figures on known numbers."""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from .conftest import ROOT, run_script
+
+_spec = importlib.util.spec_from_file_location("benchmark", os.path.join(ROOT, "scripts", "benchmark.py"))
+benchmark = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(benchmark)
+
+
+def rows(bleus, seconds_per_epoch, tokens_per_epoch=100.0, updates_per_epoch=10):
+    return [
+        dict(epoch=e + 1, train_seconds=seconds_per_epoch * (e + 1), target_tokens=tokens_per_epoch * (e + 1),
+             updates=updates_per_epoch * (e + 1), valid_loss=None, valid_bleu=b, kept_share=1.0)
+        for e, b in enumerate(bleus)
+    ]
+
+
+def test_time_and_token_ratios_interpolate_to_the_baseline_best():
+    runs = [
+        {"arm": "baseline", "seed": 1, "epochs": rows([10, 20, 30], 100.0), "test_bleu": 29.0},
+        # Reaches 30 halfway through its third epoch of 50 s: 125 s against 300 s.
+        {"arm": "assistant", "seed": 1, "epochs": rows([10, 20, 40], 50.0, tokens_per_epoch=60.0), "test_bleu": 31.0},
+    ]
+    summary = benchmark.derive(runs)
+    assert summary["assistant"]["time_ratio"]["mean"] == pytest.approx(125.0 / 300.0)
+    assert summary["assistant"]["token_ratio"]["mean"] == pytest.approx(150.0 / 300.0)
+    assert summary["assistant"]["bleu_at_baseline_time"]["mean"] == 40
+    assert summary["baseline"]["time_ratio"]["mean"] == pytest.approx(1.0)
+
+
+def test_an_arm_that_never_reaches_the_target_is_reported_as_such():
+    runs = [
+        {"arm": "baseline", "seed": 1, "epochs": rows([10, 30], 100.0), "test_bleu": 29.0},
+        {"arm": "uniform", "seed": 1, "epochs": rows([10, 20], 100.0), "test_bleu": 20.0},
+    ]
+    summary = benchmark.derive(runs)
+    assert summary["uniform"]["time_ratio"]["mean"] is None
+    assert "not reached" in benchmark.markdown(summary, "cmd", "machine")
+
+
+def test_smoke_preset_runs_every_arm_and_writes_every_output(tmp_path):
+    out = tmp_path / "smoke"
+    printed = run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out), timeout=1500).stdout
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    assert {run["arm"] for run in results["runs"]} == set(benchmark.ARMS)
+    for run in results["runs"]:
+        assert len(run["epochs"]) == 3
+        assert run["test_bleu_signature"].startswith("nrefs:1|case:mixed")
+    shrinking = [run for run in results["runs"] if run["arm"] in ("assistant", "uniform", "infobatch", "spl")]
+    assert all(run["epochs"][-1]["kept_share"] < 1.0 for run in shrinking)
+    for name in ("results.md", "bleu_vs_time.png", "bleu_vs_tokens.png", "kept_share.png"):
+        assert (out / name).stat().st_size > 0
+    assert "| assistant |" in printed
+    # A second run reuses every finished arm.
+    again = run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out)).stdout
+    assert again.count("| baseline |") == 1
