@@ -121,6 +121,25 @@ def test_resume_mid_epoch_reproduces_the_remaining_batches():
     np.testing.assert_allclose(resumed.pair_weights[rest[0]], 2.0)
 
 
+def test_a_second_save_after_a_resume_still_keeps_prefetched_batches():
+    reference = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
+    run_epoch(reference, 1)
+    expected = run_epoch(reference, 2)
+
+    first = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
+    run_epoch(first, 1)
+    iterator = first.iterate_epoch(2)
+    [next(iterator) for _ in range(4)]
+    second = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
+    second.load_state_dict(first.state_dict(consumed_in_epoch=4))
+    iterator = second.iterate_epoch(2, start=4)
+    [next(iterator) for _ in range(5)]  # 3 trained on, 2 prefetched
+    third = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
+    third.load_state_dict(second.state_dict(consumed_in_epoch=7))
+    rest = [b.copy() for b in third.iterate_epoch(2, start=7)]
+    assert [b.tolist() for b in rest] == [b.tolist() for b in expected[7:]]
+
+
 def test_resume_at_an_epoch_boundary_replans_the_next_epoch():
     reference = make_stream(RecordingSelector(keep_prob=0.5))
     run_epoch(reference, 1)

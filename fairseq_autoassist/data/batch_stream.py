@@ -65,6 +65,7 @@ class ShrinkingBatchStream:
         self.epoch = None
         self.planned = None
         self._yielded_this_epoch = []
+        self._yielded_before_list = 0
         self.pair_weights = np.ones(int(self.candidates.max()) + 1, dtype=np.float32)
         self._scratch_weights = np.ones_like(self.pair_weights)
         self.epoch_stats = EpochSelectionStats()
@@ -119,6 +120,7 @@ class ShrinkingBatchStream:
             return self.planned
         self.epoch = epoch
         self._yielded_this_epoch = []
+        self._yielded_before_list = 0
         self._epoch_digest = hashlib.sha1()
         self.previous_epoch_stats = self.epoch_stats
         self.epoch_stats = EpochSelectionStats()
@@ -162,7 +164,7 @@ class ShrinkingBatchStream:
 
     def state_dict(self, consumed_in_epoch):
         """The stream at the point where ``consumed_in_epoch`` batches were trained on."""
-        unconsumed = self._yielded_this_epoch[consumed_in_epoch:]
+        unconsumed = self._yielded_this_epoch[consumed_in_epoch - self._yielded_before_list :]
         pending = list(unconsumed) + list(self.pending)
         return {
             "epoch": self.epoch,
@@ -172,6 +174,7 @@ class ShrinkingBatchStream:
             "pending_batches": [b.tolist() for b, _ in pending],
             "pending_weights": [w.tolist() for _, w in pending],
             "chunk_pairs": self.chunk_pairs,
+            "consumed_in_epoch": consumed_in_epoch,
             "epoch_stats": self.epoch_stats.state_dict(),
         }
 
@@ -193,6 +196,8 @@ class ShrinkingBatchStream:
             for b, w in zip(state["pending_batches"], state["pending_weights"])
         )
         self._yielded_this_epoch = []
+        # Batches yielded after the restore are listed from this position of the epoch on.
+        self._yielded_before_list = int(state.get("consumed_in_epoch", 0))
         self.epoch_stats = EpochSelectionStats(**(state.get("epoch_stats") or {}))
 
 
