@@ -153,7 +153,12 @@ def test_resume_at_an_epoch_boundary_replans_the_next_epoch():
     assert [b.tolist() for b in actual] == [b.tolist() for b in expected]
 
 
-def test_a_selector_that_keeps_nothing_still_yields_a_batch():
-    stream = make_stream(lambda indices, *args: (indices[:0], None))
+def test_a_selector_that_keeps_nothing_still_yields_a_batch_per_rank():
+    keep_nothing = lambda indices, *args: (indices[:0], None)  # noqa: E731
+    stream = make_stream(keep_nothing)
     assert stream.plan_epoch(1) == 1
     assert len(run_epoch(stream, 1)) == 1
+    four_ranks = ShrinkingBatchStream(np.arange(NUM_PAIRS), SIZES, 150, 3, token_budget_batches, keep_nothing,
+                                      min_batches_per_epoch=4)
+    batches = run_epoch(four_ranks, 1)
+    assert len(batches) == 4 and all(len(batch) > 0 for batch in batches)

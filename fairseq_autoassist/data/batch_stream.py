@@ -45,12 +45,15 @@ class ShrinkingBatchStream:
         select: ``f(indices, epoch, pass_index, chunk) -> (kept_indices, weights_of_kept or None)``,
             drawing the keep mask from ``(seed, pass_index, chunk)`` so that planning and
             generation of a chunk use the same random numbers.
+        min_batches_per_epoch: never plan fewer batches (the number of ranks, so that every
+            rank trains on at least one real batch however little is kept).
         on_epoch_complete: optional ``f(epoch, num_batches, digest)`` called as the last batch of
             an epoch is handed out; ``digest`` is a SHA-1 of the epoch's batches in order (a
             check that distributed ranks built the same epoch).
     """
 
-    def __init__(self, candidates, target_sizes, chunk_pairs, seed, make_batches, select, on_epoch_complete=None):
+    def __init__(self, candidates, target_sizes, chunk_pairs, seed, make_batches, select, on_epoch_complete=None,
+                 min_batches_per_epoch=1):
         self.candidates = np.asarray(candidates, dtype=np.int64)
         self.target_sizes = target_sizes
         if len(self.candidates) == 0:
@@ -71,6 +74,7 @@ class ShrinkingBatchStream:
         self.epoch_stats = EpochSelectionStats()
         self.previous_epoch_stats = self.epoch_stats
         self.on_epoch_complete = on_epoch_complete
+        self.min_batches_per_epoch = max(1, int(min_batches_per_epoch))
         self._epoch_digest = hashlib.sha1()
         self._permutations = {}
 
@@ -127,11 +131,10 @@ class ShrinkingBatchStream:
         total = len(self.pending)
         for chunk in range(self.next_chunk, self.chunks_per_pass):
             total += len(self.generate_chunk(epoch, self.pass_index, chunk)[2])
-        if total == 0:
-            # Nothing kept in the rest of the pass: never starve, plan at least one chunk's worth.
-            total = 1
-        self.planned = total
-        return total
+        # Never starve: however little the policy keeps, plan enough batches for every rank;
+        # iterate_epoch then falls back to unfiltered chunks if selection keeps nothing.
+        self.planned = max(total, self.min_batches_per_epoch)
+        return self.planned
 
     def iterate_epoch(self, epoch, start=0):
         """Yields ``(indices, weights)`` for batches ``start .. planned - 1`` of ``epoch``."""

@@ -337,7 +337,7 @@ class AutoAssistTranslationTask(TranslationTask):
         self._corpus_mean_target_length = float(target_sizes[ordered].mean())
         stream = ShrinkingBatchStream(
             ordered, target_sizes, chunk_pairs, seed, make_batches, self._select_on_every_rank,
-            on_epoch_complete=self._record_epoch_digest,
+            on_epoch_complete=self._record_epoch_digest, min_batches_per_epoch=num_shards,
         )
         logger.info(
             "AutoAssist: policy=%s, %d training pairs, %d full batches per pass, "
