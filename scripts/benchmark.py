@@ -151,6 +151,12 @@ def run_arm(arm, seed, data, out, preset, cpu):
             "test_bleu_signature": test["bleu_signature"]}
 
 
+def _ratio(value, reference):
+    """value / reference, or None when either is missing or the reference is 0 (fairseq rounds
+    train_wall to whole seconds, so a very short run can measure 0)."""
+    return value / reference if value is not None and reference else None
+
+
 def derive(runs):
     """Figures of each arm against the baseline of the same seed, then mean and spread over seeds."""
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
@@ -170,11 +176,11 @@ def derive(runs):
         last, base_last = run["epochs"][-1], base["epochs"][-1]
         figures = {
             "target_bleu": target if target != float("inf") else None,
-            "time_ratio": time / base_time if time is not None and base_time else None,
-            "token_ratio": tokens / base_tokens if tokens is not None and base_tokens else None,
+            "time_ratio": _ratio(time, base_time),
+            "token_ratio": _ratio(tokens, base_tokens),
             "bleu_at_baseline_time": bleu_at(run["epochs"], base_last["train_seconds"]),
-            "seconds_per_update_ratio": (last["train_seconds"] / last["updates"])
-            / (base_last["train_seconds"] / base_last["updates"]),
+            "seconds_per_update_ratio": _ratio(last["train_seconds"] / max(last["updates"], 1),
+                                               base_last["train_seconds"] / max(base_last["updates"], 1)),
             "best_valid_bleu": max(row["valid_bleu"] or 0.0 for row in run["epochs"]),
             "test_bleu": run["test_bleu"],
         }

@@ -190,7 +190,8 @@ def test_bad_input_gets_one_clear_line(prepared_data, tmp_path, data, extra, mes
 
 @pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl"])
 def test_peer_policies_share_the_shrinking_iterator(prepared_data, tmp_path, policy):
-    log = fairseq_train(prepared_data, tmp_path / policy, "--autoassist-sync", "--autoassist-refresh-updates", "2",
+    # Chunks of 5 batches: with 2-batch chunks each chunk's partial last batch hides a 25% prune.
+    log = fairseq_train(prepared_data, tmp_path / policy, "--autoassist-sync", "--autoassist-refresh-updates", "5",
                         policy=policy, max_epoch=2).stdout
     epochs = updates_per_epoch(log)
     assert len(epochs) == 2 and epochs[1] < epochs[0], epochs

@@ -109,7 +109,8 @@ class AutoAssistTranslationConfig(TranslationConfig):
         default=50,
         metadata={"help": "rescore and reselect pairs every this many (full-size) batches, so "
                   "no pair is selected with Assistant parameters older than about this many "
-                  "updates; 0 selects once per pass"},
+                  "updates; 0 selects once per pass. Each chunk ends in one partly filled batch, "
+                  "so small values cost about 1/N extra batches"},
     )
     autoassist_sync: bool = field(
         default=False,
