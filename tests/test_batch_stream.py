@@ -99,13 +99,17 @@ def test_epoch_lengths_are_exact_and_nothing_is_lost_when_parameters_drift():
     assert counts.min() >= 1
 
 
-def test_resume_mid_epoch_reproduces_the_remaining_batches():
-    reference = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
-    run_epoch(reference, 1)
-    reference_batches = run_epoch(reference, 2)
+def after_first_epoch(chunk_pairs=120):
+    """A stream that has finished epoch 1, with a keep probability of 0.5 from epoch 2 on."""
+    stream = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=chunk_pairs)
+    run_epoch(stream, 1)
+    return stream
 
-    interrupted = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
-    run_epoch(interrupted, 1)
+
+def test_resume_mid_epoch_reproduces_the_remaining_batches():
+    reference_batches = run_epoch(after_first_epoch(), 2)
+
+    interrupted = after_first_epoch()
     iterator = interrupted.iterate_epoch(2)
     consumed = [next(iterator).copy() for _ in range(5)]
     prefetched = [next(iterator).copy() for _ in range(2)]  # pulled by a data loader, not trained on
@@ -122,12 +126,9 @@ def test_resume_mid_epoch_reproduces_the_remaining_batches():
 
 
 def test_a_second_save_after_a_resume_still_keeps_prefetched_batches():
-    reference = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
-    run_epoch(reference, 1)
-    expected = run_epoch(reference, 2)
+    expected = run_epoch(after_first_epoch(), 2)
 
-    first = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
-    run_epoch(first, 1)
+    first = after_first_epoch()
     iterator = first.iterate_epoch(2)
     [next(iterator) for _ in range(4)]
     second = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
@@ -141,9 +142,7 @@ def test_a_second_save_after_a_resume_still_keeps_prefetched_batches():
 
 
 def test_resume_at_an_epoch_boundary_replans_the_next_epoch():
-    reference = make_stream(RecordingSelector(keep_prob=0.5))
-    run_epoch(reference, 1)
-    expected = run_epoch(reference, 2)
+    expected = run_epoch(after_first_epoch(chunk_pairs=150), 2)
 
     interrupted = make_stream(RecordingSelector(keep_prob=0.5))
     first = run_epoch(interrupted, 1)
