@@ -3,8 +3,10 @@
 ``p(x, y) = sigmoid(bias + TF/TF-IDF bag-of-words terms + length terms)``, trained online on
 the log loss with L2 from the Boss's per-token losses. The paper uses plain SGD; here each step
 is Adagrad (a per-weight step size), because token features are sparse: a rare but telling
-token gets a useful step instead of one scaled down by how seldom it appears. The label of a pair is "its per-token loss is above the
-running mean per-token loss" (the paper's label); the running mean is an exponential moving
+token gets a useful step instead of one scaled down by how seldom it appears.
+
+The label of a pair is "its per-token loss is above the running mean per-token loss" (the
+paper's label); the running mean is an exponential moving
 average over the losses the Boss reports. The paper switches to the previous pass's mean after
 the first pass; in a shrinking stream that mean lags behind the Boss by a whole pass and makes
 the labels lopsided, so the moving average is used throughout.
@@ -37,16 +39,11 @@ class AssistantConfig:
     confidence_decay: float = 0.95
 
 
-def _as_float32(value):
+def _as_array(value, dtype):
+    """A numpy copy of a checkpointed tensor (or array-like)."""
     if isinstance(value, torch.Tensor):
         value = value.numpy()
-    return np.array(value, dtype=np.float32)
-
-
-def _as_float64(value):
-    if isinstance(value, torch.Tensor):
-        value = value.numpy()
-    return np.array(value, dtype=np.float64)
+    return np.array(value, dtype=dtype)
 
 
 def balanced_accuracy(predicted, actual):
@@ -86,10 +83,14 @@ class Assistant:
         idf_source, idf_target = self.features.idf
         return (w[0] + idf_source * w[1], w[2] + idf_target * w[3])
 
-    def _logits(self, ids, effective):
+    def _gather(self, ids):
+        """``(tokens, lengths)`` of pairs ``ids`` on each side, gathered once per call site."""
+        return [side.gather(ids) for side in self.features.sides]
+
+    def _logits(self, ids, effective, gathered=None):
+        gathered = self._gather(ids) if gathered is None else gathered
         logits = self.bias[0] + self.length_features(ids) @ self.length_weights
-        for side, weights in zip(self.features.sides, effective):
-            tokens, lengths = side.gather(ids)
+        for (tokens, lengths), weights in zip(gathered, effective):
             per_occurrence = np.repeat(1.0 / lengths, lengths) * weights[tokens]
             sentence = np.repeat(np.arange(len(ids)), lengths)
             logits = logits + np.bincount(sentence, weights=per_occurrence, minlength=len(ids))
@@ -116,15 +117,15 @@ class Assistant:
         threshold = self.loss_mean if self.loss_mean is not None else float(np.mean(per_token_losses))
         return (per_token_losses > threshold).astype(np.float32)
 
-    def gradients(self, ids, residual):
+    def gradients(self, ids, residual, gathered=None):
         """Gradient of the summed log loss given ``residual = prediction - label`` per pair.
 
         Summing ``residual / length`` over token occurrences gives each distinct token exactly
         ``residual * count / length``: its TF feature times the residual.
         """
+        gathered = self._gather(ids) if gathered is None else gathered
         grad_tokens = np.empty(self.token_weights.shape, dtype=np.float64)
-        for row, (side, idf) in enumerate(zip(self.features.sides, self.features.idf)):
-            tokens, lengths = side.gather(ids)
+        for row, ((tokens, lengths), idf) in enumerate(zip(gathered, self.features.idf)):
             per_occurrence = np.repeat(residual / lengths, lengths)
             grad_tf = np.bincount(tokens, weights=per_occurrence, minlength=self.features.vocab_size)
             grad_tokens[2 * row] = grad_tf
@@ -142,12 +143,12 @@ class Assistant:
             return None
         cfg = self.config
         labels = self.labels(losses)
-        effective = self._effective_token_weights()
-        probs = _sigmoid(self._logits(ids, effective))
+        gathered = self._gather(ids)
+        probs = _sigmoid(self._logits(ids, self._effective_token_weights(), gathered))
         accuracy = balanced_accuracy(probs > 0.5, labels > 0.5)
 
         residual = (probs - labels) / len(ids)
-        grad_tokens, grad_lengths, grad_bias = self.gradients(ids, residual)
+        grad_tokens, grad_lengths, grad_bias = self.gradients(ids, residual, gathered)
         for weights, accumulator, grad, l2 in (
             (self.token_weights, self._sq_token_grads, grad_tokens, cfg.l2),
             (self.length_weights, self._sq_length_grads, grad_lengths, cfg.l2),
@@ -199,12 +200,12 @@ class Assistant:
                 f"Assistant state has vocabulary size {state['vocab_size']}, "
                 f"the data has {self.features.vocab_size}"
             )
-        self.token_weights = _as_float32(state["token_weights"]).reshape(4, -1)
-        self.length_weights = _as_float32(state["length_weights"]).reshape(2)
-        self.bias = _as_float32(state["bias"]).reshape(1)
-        self._sq_token_grads = _as_float64(state["sq_token_grads"]).reshape(4, -1)
-        self._sq_length_grads = _as_float64(state["sq_length_grads"]).reshape(2)
-        self._sq_bias_grads = _as_float64(state["sq_bias_grads"]).reshape(1)
+        self.token_weights = _as_array(state["token_weights"], np.float32).reshape(4, -1)
+        self.length_weights = _as_array(state["length_weights"], np.float32).reshape(2)
+        self.bias = _as_array(state["bias"], np.float32).reshape(1)
+        self._sq_token_grads = _as_array(state["sq_token_grads"], np.float64).reshape(4, -1)
+        self._sq_length_grads = _as_array(state["sq_length_grads"], np.float64).reshape(2)
+        self._sq_bias_grads = _as_array(state["sq_bias_grads"], np.float64).reshape(1)
         self.loss_mean = state["loss_mean"]
         self.confidence = float(state["confidence"])
         self.accuracy = float(state["accuracy"])

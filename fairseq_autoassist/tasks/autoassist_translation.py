@@ -411,6 +411,7 @@ class AutoAssistTranslationTask(TranslationTask):
         self.selector.num_updates = update_num
         target = sample["target"]
         batch_size = target.size(0)
+        ids = sample["id"].cpu().numpy()
         with torch.autograd.profiler.record_function("forward"):
             with torch.cuda.amp.autocast(enabled=isinstance(optimizer, AMPOptimizer)):
                 net_output = model(**sample["net_input"])
@@ -418,7 +419,7 @@ class AutoAssistTranslationTask(TranslationTask):
                 sentence_loss = token_loss.view(batch_size, -1).sum(1)
                 sentence_nll = token_nll.view(batch_size, -1).sum(1)
                 if self.selector.options.weighted:
-                    weights = self.train_iterator.stream.pair_weights[sample["id"].cpu().numpy()]
+                    weights = self.train_iterator.stream.pair_weights[ids]
                     loss = (sentence_loss * torch.as_tensor(weights, device=sentence_loss.device,
                                                             dtype=sentence_loss.dtype)).sum()
                 else:
@@ -435,23 +436,22 @@ class AutoAssistTranslationTask(TranslationTask):
         if ignore_grad:
             loss *= 0
         if self.worker is not None or self.loss_table is not None:
-            self._report_losses(sample, sentence_nll, ignore_grad)
+            self._report_losses(sample, ids, sentence_nll, ignore_grad)
         with torch.autograd.profiler.record_function("backward"):
             optimizer.backward(loss)
         return loss, sample_size, logging_output
 
-    def _report_losses(self, sample, sentence_nll, ignore_grad):
+    def _report_losses(self, sample, ids, sentence_nll, ignore_grad):
         """Per-token losses of this step (of every rank's step when distributed) to the consumers.
 
         A dummy batch (``ignore_grad``) reports nothing but still joins the gather, which every
         rank calls once per step.
         """
-        ids = np.zeros(0, dtype=np.int64)
-        per_token = np.zeros(0, dtype=np.float32)
-        if not ignore_grad:
+        if ignore_grad:
+            ids, per_token = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        else:
             target_lengths = sample["target"].ne(self.tgt_dict.pad()).sum(1).clamp(min=1)
             per_token = (sentence_nll.detach() / target_lengths).float().cpu().numpy()
-            ids = sample["id"].cpu().numpy()
             finite = np.isfinite(per_token)
             ids, per_token = ids[finite], per_token[finite]
         if distributed.world_size() > 1:
