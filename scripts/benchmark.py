@@ -5,8 +5,9 @@
     python scripts/benchmark.py --preset multi30k-quick --data data-bin/multi30k.de-en --out runs/bench
     python scripts/benchmark.py --preset multi30k-quick ... --arms baseline assistant --seeds 1 2
 
-Every arm uses the same model, optimizer, learning-rate schedule, batch size and seeds (the recipe of
-scripts/train_multi30k.py); arms and seeds run one after another, never concurrently. Each run lives in
+Every arm uses the same model, optimizer, learning-rate schedule, batch size, seeds and number of
+updates (the recipe of scripts/train_multi30k.py with the preset's --max-update and no epoch limit);
+arms and seeds run one after another, never concurrently. Each run lives in
 OUT/runs/ARM-seedS/; a run that finished (its test BLEU is written) is skipped, an interrupted one
 resumes from its last checkpoint, so rerunning the same command continues where it stopped.
 
@@ -43,13 +44,20 @@ ARMS = {
     "spl": {"policy": "spl"},
 }
 
+# Every arm gets the same number of updates (``max_update``; no epoch limit), so an arm that drops
+# pairs runs more, shorter epochs in about the same time and the curves compare at equal cost.
+# ``bleu_levels``: the fixed validation BLEU levels whose time and token ratios are reported.
 PRESETS = {
     # Tiny synthetic data written by the benchmark itself: exercises the whole pipeline in minutes.
-    "smoke": dict(arch="tiny", max_epoch=3, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1]),
-    # About 15 minutes per arm and seed on 2 CPU cores (measured: 15.4 min for the baseline arm).
-    "multi30k-quick": dict(arch="small", max_epoch=7, max_tokens=4096, lr=1e-3, warmup_updates=300, seeds=[1, 2]),
+    "smoke": dict(arch="tiny", max_update=60, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1],
+                  bleu_levels=[0.1]),
+    # About 10 minutes per arm and seed on 2 CPU cores, so that all six arms and two seeds fit in about
+    # two hours: four epochs of the full corpus at 2,048 tokens per batch.
+    "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                           seeds=[1, 2], bleu_levels=[10, 15, 20]),
     # The paper-like recipe, for a GPU.
-    "multi30k-full": dict(arch="base", max_epoch=40, max_tokens=4096, lr=5e-4, warmup_updates=4000, seeds=[1, 2, 3]),
+    "multi30k-full": dict(arch="base", max_update=40000, max_tokens=4096, lr=5e-4, warmup_updates=4000,
+                          seeds=[1, 2, 3], bleu_levels=[20, 30, 35]),
 }
 
 
@@ -65,7 +73,7 @@ def run_command(command, log_path):
 def training_args(arm, data, save_dir, preset, seed, cpu):
     spec = ARMS[arm]
     args = train_multi30k.recipe(
-        data, save_dir, spec.get("policy", "none"), arch=preset["arch"], max_epoch=preset["max_epoch"],
+        data, save_dir, spec.get("policy", "none"), arch=preset["arch"], max_epoch=0, max_update=preset["max_update"],
         max_tokens=preset["max_tokens"], lr=preset["lr"], warmup_updates=preset["warmup_updates"],
         seed=seed, cpu=cpu, eval_bleu=True,
     )
@@ -156,7 +164,17 @@ def _ratio(value, reference):
     return value / reference if value is not None and reference else None
 
 
-def derive(runs):
+def reach_ratios(run, base, bleu):
+    """(time ratio, token ratio) of ``run`` against ``base`` for first reaching validation ``bleu``."""
+    return tuple(_ratio(first_reaching(run["epochs"], key, bleu), first_reaching(base["epochs"], key, bleu))
+                 for key in ("train_seconds", "target_tokens"))
+
+
+def level_key(kind, bleu):
+    return f"{kind}_ratio_at_bleu_{bleu:g}"
+
+
+def derive(runs, bleu_levels=()):
     """Figures of each arm against the baseline of the same seed, then mean and spread over seeds."""
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
     per_arm = {}
@@ -168,21 +186,21 @@ def derive(runs):
         if target <= 0:
             # A baseline that never scored gives no target: time-to-BLEU is undefined, not 1.
             target = float("inf")
-        base_time = first_reaching(base["epochs"], "train_seconds", target)
-        base_tokens = first_reaching(base["epochs"], "target_tokens", target)
-        time = first_reaching(run["epochs"], "train_seconds", target)
-        tokens = first_reaching(run["epochs"], "target_tokens", target)
+        time_ratio, token_ratio = reach_ratios(run, base, target)
         last, base_last = run["epochs"][-1], base["epochs"][-1]
         figures = {
             "target_bleu": target if target != float("inf") else None,
-            "time_ratio": _ratio(time, base_time),
-            "token_ratio": _ratio(tokens, base_tokens),
+            "time_ratio": time_ratio,
+            "token_ratio": token_ratio,
             "bleu_at_baseline_time": bleu_at(run["epochs"], base_last["train_seconds"]),
+            "bleu_at_60pct_baseline_time": bleu_at(run["epochs"], 0.6 * base_last["train_seconds"]),
             "seconds_per_update_ratio": _ratio(last["train_seconds"] / max(last["updates"], 1),
                                                base_last["train_seconds"] / max(base_last["updates"], 1)),
             "best_valid_bleu": max(row["valid_bleu"] or 0.0 for row in run["epochs"]),
             "test_bleu": run["test_bleu"],
         }
+        for bleu in bleu_levels:
+            figures[level_key("time", bleu)], figures[level_key("token", bleu)] = reach_ratios(run, base, bleu)
         per_arm.setdefault(run["arm"], []).append(figures)
     summary = {}
     for arm, seeds in per_arm.items():
@@ -197,7 +215,7 @@ def derive(runs):
     return summary
 
 
-def markdown(summary, command, machine):
+def markdown(summary, command, machine, bleu_levels=()):
     def cell(stat, digits=2):
         if stat["mean"] is None:
             return "not reached"
@@ -208,19 +226,29 @@ def markdown(summary, command, machine):
             text += f" ({stat['reached']}/{stat['seeds']} seeds)"
         return text
 
+    arms = [arm for arm in ARMS if arm in summary]
     lines = [
         f"Command: `{command}`", "", f"Machine: {machine}", "",
         "Ratios are against the stock translation task with the same seed (mean ± half the range over seeds); "
-        "time is fairseq's train_wall (validation excluded); tokens are target tokens trained on.", "",
-        "| arm | time to baseline best BLEU | tokens to it | BLEU at baseline time | time per update | best valid BLEU | test BLEU (beam 5) |",
-        "|---|---|---|---|---|---|---|",
+        "time is fairseq's train_wall (validation excluded); tokens are target tokens trained on; every arm "
+        "trains for the same number of updates.", "",
+        "| arm | time to baseline best BLEU | tokens to it | BLEU at baseline time | BLEU at 60% of it "
+        "| time per update | best valid BLEU | test BLEU (beam 5) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for arm in ARMS:
-        if arm in summary:
-            s = summary[arm]
-            lines.append(f"| {arm} | {cell(s['time_ratio'])} | {cell(s['token_ratio'])} | "
-                         f"{cell(s['bleu_at_baseline_time'])} | {cell(s['seconds_per_update_ratio'], 3)} | "
-                         f"{cell(s['best_valid_bleu'])} | {cell(s['test_bleu'])} |")
+    for arm in arms:
+        s = summary[arm]
+        lines.append(f"| {arm} | {cell(s['time_ratio'])} | {cell(s['token_ratio'])} | "
+                     f"{cell(s['bleu_at_baseline_time'])} | {cell(s['bleu_at_60pct_baseline_time'])} | "
+                     f"{cell(s['seconds_per_update_ratio'], 3)} | {cell(s['best_valid_bleu'])} | {cell(s['test_bleu'])} |")
+    if bleu_levels:
+        header = " | ".join(f"time to BLEU {b:g} | tokens to it" for b in bleu_levels)
+        lines += ["", "Time and token ratios to fixed validation BLEU levels:", "",
+                  f"| arm | {header} |", "|---|" + "---|" * (2 * len(bleu_levels))]
+        for arm in arms:
+            cells = " | ".join(f"{cell(summary[arm][level_key('time', b)])} | {cell(summary[arm][level_key('token', b)])}"
+                               for b in bleu_levels)
+            lines.append(f"| {arm} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
@@ -285,12 +313,12 @@ def main(argv=None):
     arms = ["baseline"] + [arm for arm in args.arms if arm != "baseline"]
     runs = [run_arm(arm, seed, data, args.out, preset, args.device == "cpu")
             for seed in (args.seeds or preset["seeds"]) for arm in arms]
-    summary = derive(runs)
+    summary = derive(runs, preset["bleu_levels"])
     command = "python scripts/benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"preset": args.preset, "settings": preset, "command": command, "machine": args.machine,
                    "runs": runs, "summary": summary}, f, indent=2)
-    table = markdown(summary, command, args.machine)
+    table = markdown(summary, command, args.machine, preset["bleu_levels"])
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(table)
     plot(runs, args.out)

@@ -27,11 +27,16 @@ def test_time_and_token_ratios_interpolate_to_the_baseline_best():
         # Reaches 30 halfway through its third epoch of 50 s: 125 s against 300 s.
         {"arm": "assistant", "seed": 1, "epochs": rows([10, 20, 40], 50.0, tokens_per_epoch=60.0), "test_bleu": 31.0},
     ]
-    summary = benchmark.derive(runs)
+    summary = benchmark.derive(runs, bleu_levels=[15])
     assert summary["assistant"]["time_ratio"]["mean"] == pytest.approx(125.0 / 300.0)
     assert summary["assistant"]["token_ratio"]["mean"] == pytest.approx(150.0 / 300.0)
     assert summary["assistant"]["bleu_at_baseline_time"]["mean"] == 40
+    assert summary["baseline"]["bleu_at_60pct_baseline_time"]["mean"] == 10  # 180 s: only its first epoch
     assert summary["baseline"]["time_ratio"]["mean"] == pytest.approx(1.0)
+    # BLEU 15 halfway through the second epoch: 75 s against 150 s, 90 tokens against 150.
+    assert summary["assistant"]["time_ratio_at_bleu_15"]["mean"] == pytest.approx(0.5)
+    assert summary["assistant"]["token_ratio_at_bleu_15"]["mean"] == pytest.approx(0.6)
+    assert "time to BLEU 15" in benchmark.markdown(summary, "cmd", "machine", [15])
 
 
 def test_an_arm_that_never_reaches_the_target_is_reported_as_such():
@@ -51,10 +56,13 @@ def test_smoke_preset_runs_every_arm_and_writes_every_output(tmp_path):
         results = json.load(f)
     assert {run["arm"] for run in results["runs"]} == set(benchmark.ARMS)
     for run in results["runs"]:
-        assert len(run["epochs"]) == 3
+        # The same update budget for every arm: three full epochs of the baseline.
+        assert run["epochs"][-1]["updates"] == benchmark.PRESETS["smoke"]["max_update"]
         assert run["test_bleu_signature"].startswith("nrefs:1|case:mixed")
+    baseline_epochs = len(next(run for run in results["runs"] if run["arm"] == "baseline")["epochs"])
+    assert baseline_epochs == 3
     shrinking = [run for run in results["runs"] if run["arm"] in ("assistant", "uniform", "infobatch", "spl")]
-    assert all(run["epochs"][-1]["kept_share"] < 1.0 for run in shrinking)
+    assert all(run["epochs"][-1]["kept_share"] < 1.0 and len(run["epochs"]) > baseline_epochs for run in shrinking)
     for name in ("results.md", "bleu_vs_time.png", "bleu_vs_tokens.png", "kept_share.png"):
         assert (out / name).stat().st_size > 0
     assert "| assistant |" in printed

@@ -141,9 +141,24 @@ def test_uniform_rule_respects_floor():
 
 
 def test_infobatch_prunes_only_below_mean_pairs_and_keeps_unseen_ones():
-    losses = np.array([np.nan, 1.0, 2.0, 3.0, 6.0])  # mean of the seen ones: 3.0
-    keep = infobatch_keep_probabilities(losses, prune_ratio=0.5, min_keep_prob=0.05)
+    losses = np.array([np.nan, 1.0, 2.0, 3.0, 6.0])
+    keep = infobatch_keep_probabilities(losses, mean_loss=3.0, prune_ratio=0.5, min_keep_prob=0.05)
     np.testing.assert_allclose(keep, [1.0, 0.5, 0.5, 1.0, 1.0])
+    np.testing.assert_allclose(infobatch_keep_probabilities(losses, np.nan, 0.5, 0.05), [1.0] * 5)
+
+
+def test_peer_policies_compare_a_chunk_with_the_whole_corpus():
+    """A chunk of only easy pairs is pruned against the corpus' statistics, not its own."""
+    table = LatestLossTable(1000)
+    table.submit(np.arange(1000), np.r_[np.full(500, 1.0), np.full(500, 3.0)])
+    assert table.seen_mean() == pytest.approx(2.0)
+    easy_chunk = np.arange(100)
+    infobatch = Selector(SelectionOptions(policy="infobatch"), SelectionSchedule(warmup_epochs=0), 0, loss_table=table)
+    assert infobatch.keep_probabilities(easy_chunk, epoch=2) == pytest.approx(np.full(100, 0.5))
+    spl = Selector(SelectionOptions(policy="spl", spl_start_fraction=0.4), SelectionSchedule(warmup_epochs=0), 0,
+                   loss_table=table)
+    assert spl.keep_probabilities(easy_chunk, epoch=2) == pytest.approx(np.ones(100))
+    assert spl.keep_probabilities(np.arange(900, 1000), epoch=2) == pytest.approx(np.full(100, 0.05))
 
 
 def test_infobatch_selector_rescales_and_stops_after_delta():
@@ -162,9 +177,13 @@ def test_infobatch_selector_rescales_and_stops_after_delta():
 
 
 def test_self_paced_learning_compares_per_token_losses_with_a_growing_quantile():
-    losses = np.array([np.nan, 0.5, 1.0, 1.5, 2.0])
-    np.testing.assert_allclose(self_paced_keep_probabilities(losses, 0.5, 0.05), [1.0, 1.0, 1.0, 0.05, 0.05])
-    np.testing.assert_allclose(self_paced_keep_probabilities(losses, 1.0, 0.05), [1.0] * 5)
+    table = LatestLossTable(5)
+    table.submit([1, 2, 3, 4], [0.5, 1.0, 1.5, 2.0])
+    losses = table.lookup(np.arange(5))
+    np.testing.assert_allclose(self_paced_keep_probabilities(losses, table.seen_quantile(0.5), 0.05),
+                               [1.0, 1.0, 1.0, 0.05, 0.05])
+    np.testing.assert_allclose(self_paced_keep_probabilities(losses, table.seen_quantile(1.0), 0.05), [1.0] * 5)
+    assert np.isnan(LatestLossTable(3).seen_quantile(0.5))
 
 
 def test_loss_table_keeps_the_latest_finite_loss():

@@ -34,28 +34,25 @@ def uniform_keep_probabilities(num_pairs, keep_prob, min_keep_prob):
     return _clip(np.full(num_pairs, keep_prob), min_keep_prob)
 
 
-def infobatch_keep_probabilities(latest_losses, prune_ratio, min_keep_prob):
-    """InfoBatch (ICLR 2024): pairs whose latest loss is below the mean of the seen ones are kept
-    with probability ``1 - prune_ratio``; unseen pairs (NaN) and the rest are always kept."""
+def infobatch_keep_probabilities(latest_losses, mean_loss, prune_ratio, min_keep_prob):
+    """InfoBatch (ICLR 2024): pairs whose latest loss is below ``mean_loss`` (the mean over every
+    seen pair of the corpus, not only the candidates) are kept with probability ``1 - prune_ratio``;
+    unseen pairs (NaN), the rest, and every pair while no mean is known are kept."""
     latest_losses = np.asarray(latest_losses, dtype=np.float64)
-    seen = np.isfinite(latest_losses)
     keep = np.ones(len(latest_losses))
-    if seen.any():
-        below_mean = seen & (latest_losses < latest_losses[seen].mean())
-        keep[below_mean] = 1.0 - prune_ratio
+    if np.isfinite(mean_loss):
+        keep[np.isfinite(latest_losses) & (latest_losses < mean_loss)] = 1.0 - prune_ratio
     return _clip(keep, min_keep_prob)
 
 
-def self_paced_keep_probabilities(latest_losses, keep_fraction, min_keep_prob):
-    """Self-paced learning: keep the easiest ``keep_fraction`` of the seen pairs (per-token loss at
-    or below that quantile, the same unit on both sides of the comparison); the others get only
-    the floor probability; unseen pairs (NaN) are kept."""
+def self_paced_keep_probabilities(latest_losses, threshold, min_keep_prob):
+    """Self-paced learning: keep the pairs whose per-token loss is at or below ``threshold`` (a
+    quantile of the whole corpus' latest losses that grows over training); the others get only the
+    floor probability; unseen pairs (NaN), and every pair while no threshold is known, are kept."""
     latest_losses = np.asarray(latest_losses, dtype=np.float64)
-    seen = np.isfinite(latest_losses)
     keep = np.ones(len(latest_losses))
-    if seen.any():
-        threshold = np.quantile(latest_losses[seen], min(max(keep_fraction, 0.0), 1.0))
-        keep[seen & (latest_losses > threshold)] = 0.0
+    if np.isfinite(threshold):
+        keep[np.isfinite(latest_losses) & (latest_losses > threshold)] = 0.0
     return _clip(keep, min_keep_prob)
 
 

@@ -18,6 +18,16 @@ class LatestLossTable:
     def lookup(self, ids):
         return self.losses[ids]
 
+    def seen_mean(self):
+        """Mean latest loss over every pair seen so far; NaN before the first report."""
+        seen = self.losses[np.isfinite(self.losses)]
+        return float(seen.mean(dtype=np.float64)) if len(seen) else float("nan")
+
+    def seen_quantile(self, fraction):
+        """The ``fraction`` quantile of the latest losses of every pair seen so far; NaN before the first report."""
+        seen = self.losses[np.isfinite(self.losses)]
+        return float(np.quantile(seen, min(max(fraction, 0.0), 1.0))) if len(seen) else float("nan")
+
     def state_dict(self):
         return {"losses": torch.from_numpy(self.losses.copy())}
 

@@ -81,13 +81,15 @@ class Selector:
             if progress is not None and progress >= self.options.infobatch_delta:
                 return None
             return infobatch_keep_probabilities(
-                self.loss_table.lookup(indices), self.options.infobatch_prune_ratio, self.options.min_keep_prob
+                self.loss_table.lookup(indices), self.loss_table.seen_mean(),
+                self.options.infobatch_prune_ratio, self.options.min_keep_prob,
             )
         if policy == "spl":
             start = self.options.spl_start_fraction
             keep_fraction = start + (1.0 - start) * min(progress or 0.0, 1.0)
             return self_paced_keep_probabilities(
-                self.loss_table.lookup(indices), keep_fraction, self.options.min_keep_prob
+                self.loss_table.lookup(indices), self.loss_table.seen_quantile(keep_fraction),
+                self.options.min_keep_prob,
             )
         raise ValueError(f"unknown selection policy {policy!r}")
 
