@@ -55,8 +55,8 @@ PRESETS = {
     # two hours: four epochs of the full corpus at 2,048 tokens per batch.
     "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[10, 15, 20]),
-    # The paper-like recipe, for a GPU.
-    "multi30k-full": dict(arch="base", max_update=40000, max_tokens=4096, lr=5e-4, warmup_updates=4000,
+    # The paper-like recipe, for a GPU: 40 epochs of the full corpus (135 batches of 4,096 tokens each).
+    "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35]),
 }
 
