@@ -36,7 +36,7 @@ import train_multi30k  # noqa: E402
 logger = logging.getLogger("benchmark")
 
 ARMS = {
-    "baseline": {"task": "translation"},
+    "baseline": {"policy": None},  # fairseq's stock translation task
     "assistant": {"policy": "assistant"},
     "assistant-iw": {"policy": "assistant", "extra": ["--autoassist-importance-weighting"]},
     "infobatch": {"policy": "infobatch"},
@@ -72,16 +72,11 @@ def run_command(command, log_path):
 
 def training_args(arm, data, save_dir, preset, seed, cpu):
     spec = ARMS[arm]
-    args = train_multi30k.recipe(
-        data, save_dir, spec.get("policy", "none"), arch=preset["arch"], max_epoch=0, max_update=preset["max_update"],
+    return train_multi30k.recipe(
+        data, save_dir, spec["policy"], arch=preset["arch"], max_epoch=0, max_update=preset["max_update"],
         max_tokens=preset["max_tokens"], lr=preset["lr"], warmup_updates=preset["warmup_updates"],
         seed=seed, cpu=cpu, eval_bleu=True,
-    )
-    if spec.get("task") == "translation":
-        args[args.index("--task") + 1] = "translation"
-        at = args.index("--autoassist-policy")
-        del args[at : at + 2]
-    return args + spec.get("extra", []) + ["--no-progress-bar"]
+    ) + spec.get("extra", []) + ["--no-progress-bar"]
 
 
 def parse_epochs(log_text):

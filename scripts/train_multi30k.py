@@ -30,11 +30,15 @@ ARCHITECTURES = {
 
 def recipe(data, save_dir, policy, arch="base", max_epoch=10, max_update=0, max_tokens=4096, lr=5e-4,
            warmup_updates=400, seed=1, cpu=False, eval_bleu=True, log_interval=20):
+    """fairseq-train arguments; ``policy=None`` gives fairseq's stock ``translation`` task (the
+    baseline), any other value the AutoAssist task with that ``--autoassist-policy``."""
     size = ARCHITECTURES[arch]
+    task = ["--task", "translation"] if policy is None else [
+        "--task", "autoassist_translation", "--autoassist-policy", policy]
     args = [
         data,
         "--user-dir", PLUGIN_DIR,
-        "--task", "autoassist_translation", "--autoassist-policy", policy,
+        *task,
         "--arch", "transformer", "--share-all-embeddings",
         "--encoder-layers", str(size["layers"]), "--decoder-layers", str(size["layers"]),
         "--encoder-embed-dim", str(size["dim"]), "--decoder-embed-dim", str(size["dim"]),

@@ -57,9 +57,8 @@ def test_prepare_keeps_references_and_sentencepiece_beside_the_data(prepared_dat
 
 def test_policy_none_trains_exactly_like_the_translation_task(prepared_data, tmp_path):
     plugin = fairseq_train(prepared_data, tmp_path / "none", policy="none").stdout
-    stock_args = tiny_recipe(prepared_data, tmp_path / "stock", "none")
-    stock_args[stock_args.index("--task") + 1] = "translation"
-    del stock_args[stock_args.index("--autoassist-policy"): stock_args.index("--autoassist-policy") + 2]
+    stock_args = tiny_recipe(prepared_data, tmp_path / "stock", policy=None)
+    assert stock_args[stock_args.index("--task") + 1] == "translation" and "--autoassist-policy" not in stock_args
     stock = run_script("-m", "fairseq_cli.train", *stock_args).stdout
     plugin_losses, stock_losses = losses_by_update(plugin), losses_by_update(stock)
     assert len(stock_losses) > 4

@@ -18,14 +18,17 @@ class LatestLossTable:
     def lookup(self, ids):
         return self.losses[ids]
 
+    def _seen(self):
+        return self.losses[np.isfinite(self.losses)]
+
     def seen_mean(self):
         """Mean latest loss over every pair seen so far; NaN before the first report."""
-        seen = self.losses[np.isfinite(self.losses)]
+        seen = self._seen()
         return float(seen.mean(dtype=np.float64)) if len(seen) else float("nan")
 
     def seen_quantile(self, fraction):
         """The ``fraction`` quantile of the latest losses of every pair seen so far; NaN before the first report."""
-        seen = self.losses[np.isfinite(self.losses)]
+        seen = self._seen()
         return float(np.quantile(seen, min(max(fraction, 0.0), 1.0))) if len(seen) else float("nan")
 
     def state_dict(self):
