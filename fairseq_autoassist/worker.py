@@ -2,7 +2,8 @@
 
 Calling contract (both classes):
 
-* ``submit(ids, per_token_losses)`` from the training loop after each Boss step; never blocks
+* ``submit(ids, per_token_losses, keep_prob=None)`` from the training loop after each Boss step,
+  with the probability each pair was kept with (see ``Assistant.update``); never blocks
   for longer than a queue append. The async worker keeps at most ``queue_size`` pending batches;
   when full, the oldest pending batch is dropped and counted in ``dropped``.
 * ``predict(ids)`` scores pairs with a consistent snapshot of the Assistant's parameters (the
@@ -37,9 +38,9 @@ class SyncAssistantWorker:
         self.healthy = True
         self.submitted = 0
 
-    def submit(self, ids, per_token_losses):
+    def submit(self, ids, per_token_losses, keep_prob=None):
         self.submitted += 1
-        self.assistant.update(ids, per_token_losses)
+        self.assistant.update(ids, per_token_losses, keep_prob)
 
     def snapshot(self):
         return self.assistant
@@ -91,7 +92,7 @@ class AsyncAssistantWorker(SyncAssistantWorker):
         self._thread = threading.Thread(target=self._run, name="autoassist-assistant", daemon=True)
         self._thread.start()
 
-    def submit(self, ids, per_token_losses):
+    def submit(self, ids, per_token_losses, keep_prob=None):
         if not self.healthy:
             return
         with self._cond:
@@ -100,7 +101,8 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                 self._pending.popleft()
                 self.dropped += 1
                 self._drops_since_progress += 1
-            self._pending.append((np.asarray(ids), np.asarray(per_token_losses)))
+            self._pending.append((np.asarray(ids), np.asarray(per_token_losses),
+                                  None if keep_prob is None else np.asarray(keep_prob)))
             self._cond.notify()
             stalled = self._drops_since_progress > STALL_DROPS * self._queue_size
         if stalled:
@@ -114,10 +116,10 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                         self._cond.wait()
                     if self._closed and not self._pending:
                         return
-                    ids, losses = self._pending.popleft()
+                    feedback = self._pending.popleft()
                     self._busy = True
                 with self._update_lock:
-                    self.assistant.update(ids, losses)
+                    self.assistant.update(*feedback)
                 with self._cond:
                     self._busy = False
                     self._drops_since_progress = 0

@@ -72,11 +72,25 @@ def run_command(command, log_path):
 
 def training_args(arm, data, save_dir, preset, seed, cpu):
     spec = ARMS[arm]
+    interval = preset.get("validate_interval_updates", 0)
     return train_multi30k.recipe(
         data, save_dir, spec["policy"], arch=preset["arch"], max_epoch=0, max_update=preset["max_update"],
         max_tokens=preset["max_tokens"], lr=preset["lr"], warmup_updates=preset["warmup_updates"],
         seed=seed, cpu=cpu, eval_bleu=True,
-    ) + spec.get("extra", []) + ["--no-progress-bar"]
+    ) + spec.get("extra", []) + ["--no-progress-bar"] + (
+        ["--validate-interval-updates", str(interval)] if interval else [])
+
+
+def parse_validations(log_text):
+    """Every validation of a fairseq-train log by update count (the last one at a count wins):
+    ``[{"updates", "valid_loss", "valid_bleu"}]`` in update order."""
+    points = {}
+    for match in re.finditer(r"\| valid \| epoch \d+ \| valid on '\w+' subset \|(.*)", log_text):
+        fields = dict((key, float(value)) for key, value in re.findall(r"(\w+) ([-\d.]+)(?= \||$)", match.group(1)))
+        if "num_updates" in fields:
+            points[int(fields["num_updates"])] = {"updates": int(fields["num_updates"]),
+                                                  "valid_loss": fields.get("loss"), "valid_bleu": fields.get("bleu")}
+    return [points[updates] for updates in sorted(points)]
 
 
 def parse_epochs(log_text):
@@ -146,11 +160,11 @@ def run_arm(arm, seed, data, out, preset, cpu):
     else:
         logger.info("%s seed %d already finished; reusing it", arm, seed)
     with open(log_path) as f:
-        rows = parse_epochs(f.read())
+        log_text = f.read()
     with open(result_path) as f:
         test = json.load(f)
-    return {"arm": arm, "seed": seed, "epochs": rows, "test_bleu": test["bleu"],
-            "test_bleu_signature": test["bleu_signature"]}
+    return {"arm": arm, "seed": seed, "epochs": parse_epochs(log_text), "validations": parse_validations(log_text),
+            "test_bleu": test["bleu"], "test_bleu_signature": test["bleu_signature"]}
 
 
 def _ratio(value, reference):
@@ -247,6 +261,30 @@ def markdown(summary, command, machine, bleu_levels=()):
     return "\n".join(lines) + "\n"
 
 
+def equal_update_table(runs, interval):
+    """Validation loss and BLEU of every arm at the multiples of ``interval`` that all runs reached,
+    mean over seeds: with fewer, longer epochs or more, shorter ones, arms compare at equal cost."""
+    if not interval:
+        return ""
+    by_run = [{p["updates"]: p for p in run.get("validations", []) if p["updates"] % interval == 0} for run in runs]
+    common = sorted(set.intersection(*(set(points) for points in by_run))) if by_run else []
+    if not common:
+        return ""
+    lines = ["", f"Validation loss / greedy BLEU at equal update counts (every {interval} updates; mean over seeds):", "",
+             "| arm | " + " | ".join(str(u) for u in common) + " |", "|---|" + "---|" * len(common)]
+    for arm in ARMS:
+        arm_points = [points for run, points in zip(runs, by_run) if run["arm"] == arm]
+        if not arm_points:
+            continue
+        cells = []
+        for updates in common:
+            losses = [points[updates]["valid_loss"] for points in arm_points]
+            bleus = [points[updates]["valid_bleu"] for points in arm_points]
+            cells.append(f"{statistics.mean(losses):.3f} / {statistics.mean(bleus):.2f}")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(runs, out):
     import matplotlib
 
@@ -288,6 +326,20 @@ def smoke_data(out):
     return dest
 
 
+def describe_machine():
+    """CPU model, cores, memory and GPU of this machine, for the results' record."""
+    cpu = "unknown CPU"
+    if os.path.isfile("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            models = re.findall(r"model name\s*:\s*(.+)", f.read())
+        cpu = models[0].strip() if models else cpu
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{cpu}, {len(os.sched_getaffinity(0))} CPU cores, {memory_gib:.0f} GiB, {gpu}"
+
+
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -296,11 +348,16 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="output folder; rerun the same command to resume")
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     parser.add_argument("--seeds", nargs="+", type=int, help="override the preset's seeds")
+    parser.add_argument("--validate-interval-updates", type=int,
+                        help="also validate every N updates and tabulate every arm at those counts "
+                        "(default: the preset's value; 0: per epoch only)")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    parser.add_argument("--machine", default="2 CPU cores, 24 GiB (the project's development machine)",
-                        help="description of the machine, written into results.md")
+    parser.add_argument("--machine", default=describe_machine(),
+                        help="description of the machine, written into results.md (default: read from this one)")
     args = parser.parse_args(argv)
     preset = dict(PRESETS[args.preset])
+    if args.validate_interval_updates is not None:
+        preset["validate_interval_updates"] = args.validate_interval_updates
     os.makedirs(args.out, exist_ok=True)
     data = smoke_data(args.out) if args.preset == "smoke" else args.data
     if not data or not os.path.isfile(os.path.join(data, "prepare.json")):
@@ -313,7 +370,8 @@ def main(argv=None):
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"preset": args.preset, "settings": preset, "command": command, "machine": args.machine,
                    "runs": runs, "summary": summary}, f, indent=2)
-    table = markdown(summary, command, args.machine, preset["bleu_levels"])
+    table = markdown(summary, command, args.machine, preset["bleu_levels"]) + equal_update_table(
+        runs, preset.get("validate_interval_updates", 0))
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(table)
     plot(runs, args.out)

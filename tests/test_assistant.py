@@ -127,3 +127,69 @@ def test_balanced_accuracy_is_half_for_a_constant_predictor():
     actual = np.array([True] * 10 + [False] * 90)
     assert balanced_accuracy(np.zeros(100, bool), actual) == 0.5
     assert balanced_accuracy(actual.copy(), actual) == 1.0
+
+
+def _side(sentences):
+    offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(s) for s in sentences])
+    return CorpusSide(np.concatenate(sentences).astype(np.int64), offsets)
+
+
+def test_a_rare_token_keeps_its_weight_through_batches_without_it():
+    """L2 acts only on the tokens of the batch: an absent token's learned weight is not decayed."""
+    rng = np.random.default_rng(0)
+    rare = 99
+    sentences = [rng.integers(4, 50, size=8) for _ in range(400)]
+    sentences[0] = np.array([rare, 5, 6, 7, 2])
+    side = _side(sentences)
+    assistant = Assistant(PairFeatures(side, side, vocab_size=100), AssistantConfig(l2=1e-2))
+    others = np.arange(1, 400)
+    losses = rng.normal(2.0, 0.3, size=400)
+    losses[0] = 10.0
+    assistant.update(np.r_[0, others[:20]], losses[np.r_[0, others[:20]]])
+    learned = assistant.token_weights[0, rare]
+    assert learned > 0.1
+    for _ in range(200):
+        batch = rng.choice(others, size=20, replace=False)
+        assistant.update(batch, losses[batch])
+    assert assistant.token_weights[0, rare] == pytest.approx(learned, rel=1e-6)
+
+
+def test_the_assistant_follows_a_label_that_changes():
+    """Forgetting accumulators keep the steps large enough to unlearn an old signal."""
+    features = random_features(num_pairs=3000, vocab_size=200, seed=3)
+    first, _ = planted_losses(features, marker_tokens=[10, 11, 12, 13, 14])
+    second, informative_now = planted_losses(features, marker_tokens=[20, 21, 22, 23, 24], seed=1)
+    rng = np.random.default_rng(0)
+
+    def balanced_accuracy_after_change(grad_decay):
+        assistant = Assistant(features, AssistantConfig(grad_decay=grad_decay))
+        for losses, batches in ((first, 1500), (second, 160)):
+            for _ in range(batches):
+                batch = rng.choice(2000, size=100, replace=False)
+                assistant.update(batch, losses[batch])
+        test = np.arange(2000, 3000)
+        return balanced_accuracy(assistant.predict(test) > 0.5, informative_now[test])
+
+    forgetting, adagrad = balanced_accuracy_after_change(0.99), balanced_accuracy_after_change(1.0)
+    assert forgetting > 0.78
+    assert forgetting > adagrad + 0.05
+
+
+def test_the_label_threshold_is_not_raised_by_the_selection():
+    """Kept pairs are the hard ones; weighting each by 1 / p_keep keeps the mean over all pairs."""
+    rng = np.random.default_rng(0)
+    features = random_features(num_pairs=4000, seed=2)
+    losses = rng.gamma(4.0, 0.5, size=4000)
+    keep_prob = np.where(losses > np.median(losses), 1.0, 0.1)
+
+    def running_mean(report_keep_prob):
+        assistant = Assistant(features)
+        for _ in range(300):
+            batch = rng.choice(4000, size=200, replace=False)
+            kept = batch[rng.random(200) < keep_prob[batch]]
+            assistant.update(kept, losses[kept], keep_prob[kept] if report_keep_prob else None)
+        return assistant.loss_mean
+
+    assert running_mean(True) == pytest.approx(losses.mean(), rel=0.05)
+    assert running_mean(False) > 1.2 * losses.mean()

@@ -1,5 +1,7 @@
 """The shrinking batch stream: epochs, chunks, token budget, carry-over and exact resume."""
 
+import functools
+
 import numpy as np
 
 from fairseq_autoassist.data import ShrinkingBatchStream
@@ -10,15 +12,15 @@ MAX_TOKENS = 200
 SIZES = np.random.default_rng(0).integers(3, 30, size=NUM_PAIRS)
 
 
-def token_budget_batches(kept):
+def token_budget_batches(kept, sizes=SIZES):
     """Length bucketing under a padded token budget, like fairseq's batch_by_size."""
-    kept = kept[np.argsort(SIZES[kept], kind="stable")]
+    kept = kept[np.argsort(sizes[kept], kind="stable")]
     batches, current, longest = [], [], 0
     for index in kept:
-        longest_if_added = max(longest, SIZES[index])
+        longest_if_added = max(longest, sizes[index])
         if current and longest_if_added * (len(current) + 1) > MAX_TOKENS:
             batches.append(np.array(current))
-            current, longest_if_added = [], SIZES[index]
+            current, longest_if_added = [], sizes[index]
         current.append(index)
         longest = longest_if_added
     if current:
@@ -38,7 +40,7 @@ class RecordingSelector:
             return indices, None
         p = np.clip(self.keep_prob + self.drift * len(self.calls), 0.05, 1.0)
         mask = draw_keep_mask(np.full(len(indices), p), 0, pass_index, chunk)
-        return indices[mask], np.full(mask.sum(), 1.0 / p, dtype=np.float32)
+        return indices[mask], np.full(mask.sum(), p, dtype=np.float32)
 
 
 def make_stream(selector, chunk_pairs=150):
@@ -99,6 +101,35 @@ def test_epoch_lengths_are_exact_and_nothing_is_lost_when_parameters_drift():
     assert counts.min() >= 1
 
 
+def test_every_batch_of_a_pass_is_full_but_one():
+    """A chunk's remainder is carried into the next chunk instead of becoming a tiny batch."""
+    num_pairs = 3000
+    sizes = np.random.default_rng(1).integers(3, 30, size=num_pairs)
+    make_batches = functools.partial(token_budget_batches, sizes=sizes)
+    stock = make_batches(np.arange(num_pairs))
+    # A chunk every 5 full batches, as with --autoassist-refresh-updates 5.
+    chunk_pairs = 5 * num_pairs // len(stock)
+    stream = ShrinkingBatchStream(np.arange(num_pairs), sizes, chunk_pairs, 3, make_batches,
+                                  RecordingSelector(keep_prob=1.0))
+    run_epoch(stream, 1)
+    second_pass = run_epoch(stream, 2)
+    assert sorted(np.concatenate(second_pass).tolist()) == list(range(num_pairs))
+    padded_tokens = [sizes[b].max() * len(b) for b in second_pass]
+    assert sum(tokens < MAX_TOKENS / 2 for tokens in padded_tokens) <= 1
+
+
+def test_a_carried_remainder_survives_a_resume():
+    expected = run_epoch(after_first_epoch(chunk_pairs=40), 2)
+    interrupted = after_first_epoch(chunk_pairs=40)
+    iterator = interrupted.iterate_epoch(2)
+    consumed = [next(iterator).copy() for _ in range(3)]
+    assert len(interrupted.carry[0]) > 0
+    resumed = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=40)
+    resumed.load_state_dict(interrupted.state_dict(consumed_in_epoch=3))
+    rest = [b.copy() for b in resumed.iterate_epoch(2, start=3)]
+    assert [b.tolist() for b in consumed + rest] == [b.tolist() for b in expected]
+
+
 def after_first_epoch(chunk_pairs=120):
     """A stream that has finished epoch 1, with a keep probability of 0.5 from epoch 2 on."""
     stream = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=chunk_pairs)
@@ -122,7 +153,7 @@ def test_resume_mid_epoch_reproduces_the_remaining_batches():
     assert len(consumed) + len(rest) == len(reference_batches)
     for expected, actual in zip(reference_batches, consumed + rest):
         np.testing.assert_array_equal(expected, actual)
-    np.testing.assert_allclose(resumed.pair_weights[rest[0]], 2.0)
+    np.testing.assert_allclose(resumed.pair_keep_prob[rest[0]], 0.5)
 
 
 def test_a_second_save_after_a_resume_still_keeps_prefetched_batches():

@@ -69,3 +69,23 @@ def test_smoke_preset_runs_every_arm_and_writes_every_output(tmp_path):
     # A second run reuses every finished arm.
     again = run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out)).stdout
     assert again.count("already finished; reusing it") == len(benchmark.ARMS) and "running " not in again
+
+
+VALID_LINE = ("2026-11-30 | INFO | valid | epoch {epoch:03d} | valid on 'valid' subset | loss {loss} | nll_loss 3.1 "
+              "| ppl 8.6 | bleu {bleu} | wps 3000 | wpb 1500 | bsz 100 | num_updates {updates} | best_bleu {bleu}")
+
+
+def test_validations_are_tabulated_at_equal_update_counts():
+    def log(points):
+        return "\n".join(VALID_LINE.format(epoch=e, loss=l, bleu=b, updates=u) for e, u, l, b in points)
+
+    baseline = benchmark.parse_validations(log([(1, 100, 5.0, 10.0), (1, 120, 4.9, 11.0), (2, 200, 4.0, 20.0)]))
+    assert [p["updates"] for p in baseline] == [100, 120, 200]
+    assert baseline[2] == {"updates": 200, "valid_loss": 4.0, "valid_bleu": 20.0}
+    # A shrinking arm ends its epochs elsewhere; only the common multiples of the interval are compared.
+    assistant = benchmark.parse_validations(log([(1, 100, 4.8, 12.0), (2, 160, 4.5, 15.0), (3, 200, 3.8, 22.0)]))
+    runs = [{"arm": "baseline", "validations": baseline}, {"arm": "assistant", "validations": assistant}]
+    table = benchmark.equal_update_table(runs, interval=100)
+    assert "| 100 | 200 |" in table
+    assert "| assistant | 4.800 / 12.00 | 3.800 / 22.00 |" in table
+    assert benchmark.equal_update_table(runs, interval=0) == ""

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from .conftest import ROOT, run_script
@@ -229,3 +230,25 @@ def test_two_cpu_ranks_select_identically_and_resume_on_one(prepared_data, tmp_p
                             "0", max_epoch=4).stdout
     assert "restored Assistant and selection state" in resumed
     assert re.search(r"\| train \| epoch 004 \|", resumed)
+
+
+def test_a_corpus_side_keeps_its_memory_map_alive(prepared_data):
+    """The Assistant reads tokens in place; the memory map must outlive the dataset object."""
+    import gc
+
+    from fairseq.data import Dictionary, data_utils
+
+    from fairseq_autoassist.assistant import PairFeatures
+    from fairseq_autoassist.data.iterator import corpus_side
+
+    dictionary = Dictionary.load(os.path.join(prepared_data, "dict.de.txt"))
+    sides, expected = [], []
+    for lang in ("de", "en"):
+        dataset = data_utils.load_indexed_dataset(os.path.join(prepared_data, f"train.de-en.{lang}"), dictionary)
+        expected.append(np.concatenate([dataset[i].numpy() for i in range(len(dataset))]))
+        sides.append(corpus_side(dataset))
+    del dataset
+    gc.collect()
+    for side, tokens in zip(sides, expected):
+        np.testing.assert_array_equal(side.tokens[: side.offsets[-1]], tokens)
+    assert np.isfinite(PairFeatures(*sides, vocab_size=len(dictionary)).idf[1]).all()

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +12,7 @@ from fairseq_autoassist.selection import (
     SelectionSchedule,
     Selector,
     assistant_keep_probabilities,
+    batch_importance_weights,
     draw_keep_mask,
     importance_weights,
     infobatch_keep_probabilities,
@@ -64,7 +66,7 @@ def test_schedule_annealing_by_updates_takes_precedence():
 
 def test_keep_mask_frequency_matches_probability():
     keep = np.linspace(0.05, 1.0, 20).repeat(5000)
-    mask = draw_keep_mask(keep, seed=1, epoch=2, chunk=3)
+    mask = draw_keep_mask(keep, seed=1, pass_index=2, chunk=3)
     observed = mask.reshape(20, 5000).mean(axis=1)
     # 5 standard errors of a binomial mean with n = 5000.
     tolerance = 5 * np.sqrt(keep[::5000] * (1 - keep[::5000]) / 5000) + 1e-9
@@ -88,7 +90,7 @@ def test_importance_weighting_makes_the_expected_loss_unbiased():
     keep = assistant_keep_probabilities(rng.random(500), 0.9, 0.3, 0.05)
     weights = importance_weights(keep)
     totals = [
-        np.sum(losses * weights * draw_keep_mask(keep, seed=0, epoch=2, chunk=trial))
+        np.sum(losses * weights * draw_keep_mask(keep, seed=0, pass_index=2, chunk=trial))
         for trial in range(2000)
     ]
     standard_error = np.std(totals) / np.sqrt(len(totals))
@@ -119,8 +121,8 @@ def test_selector_keeps_everything_during_warmup_and_when_the_worker_is_down():
     schedule = SelectionSchedule(warmup_epochs=1)
     ids = np.arange(1000)
     selector = Selector(options, schedule, seed=1, worker=_Worker(_ConstantAssistant(0.0, 1.0)))
-    kept, weights = selector.select(ids, epoch=1, pass_index=1, chunk=0)
-    assert len(kept) == 1000 and weights is None
+    kept, keep_prob = selector.select(ids, epoch=1, pass_index=1, chunk=0)
+    assert len(kept) == 1000 and keep_prob is None
     kept, _ = selector.select(ids, epoch=2, pass_index=2, chunk=0)
     assert 0 < len(kept) < 150  # keep probability is the 0.05 floor
     selector.worker.healthy = False
@@ -128,12 +130,41 @@ def test_selector_keeps_everything_during_warmup_and_when_the_worker_is_down():
     assert len(kept) == 1000
 
 
-def test_selector_weights_kept_pairs_by_inverse_keep_probability():
+def test_selector_reports_the_keep_probability_of_each_kept_pair():
     options = SelectionOptions(policy="uniform", uniform_keep_prob=0.25, importance_weighting=True)
     selector = Selector(options, SelectionSchedule(warmup_epochs=0), seed=1)
-    kept, weights = selector.select(np.arange(4000), epoch=1, pass_index=1, chunk=0)
+    kept, keep_prob = selector.select(np.arange(4000), epoch=1, pass_index=1, chunk=0)
     assert len(kept) == pytest.approx(1000, abs=120)
-    np.testing.assert_allclose(weights, 4.0)
+    np.testing.assert_allclose(keep_prob, 0.25)
+    np.testing.assert_allclose(importance_weights(keep_prob), 4.0)
+
+
+def test_a_weighted_batch_has_the_gradient_scale_of_an_unweighted_one():
+    """Weights 1 / p scaled per batch: mean gradient norm as without weights, relative weights 1 / p."""
+    rng = np.random.default_rng(0)
+    model = torch.nn.Linear(8, 1)
+    inputs = torch.as_tensor(rng.normal(size=(2000, 8)), dtype=torch.float32)
+    tokens = rng.integers(5, 30, size=2000)
+    keep = assistant_keep_probabilities(rng.random(2000), 0.9, 0.3, 0.05)
+
+    def gradient_norm(batch, weights):
+        model.zero_grad()
+        per_token = model(inputs[batch]).squeeze(1) ** 2
+        sentence_loss = per_token * torch.as_tensor(tokens[batch], dtype=torch.float32)
+        loss = (sentence_loss * torch.as_tensor(weights)).sum() / tokens[batch].sum()
+        loss.backward()
+        return float(model.weight.grad.norm())
+
+    weighted, unweighted = [], []
+    for trial in range(200):
+        candidates = rng.choice(2000, size=100, replace=False)
+        batch = candidates[draw_keep_mask(keep[candidates], seed=0, pass_index=1, chunk=trial)]
+        weights = batch_importance_weights(keep[batch], tokens[batch])
+        np.testing.assert_allclose(np.sum(weights * tokens[batch]), tokens[batch].sum(), rtol=1e-4)
+        np.testing.assert_allclose(weights / weights[0], keep[batch][0] / keep[batch], rtol=1e-4)
+        weighted.append(gradient_norm(batch, weights))
+        unweighted.append(gradient_norm(batch, np.ones(len(batch), dtype=np.float32)))
+    assert np.mean(weighted) == pytest.approx(np.mean(unweighted), rel=0.1)
 
 
 def test_uniform_rule_respects_floor():
@@ -167,13 +198,14 @@ def test_infobatch_selector_rescales_and_stops_after_delta():
     options = SelectionOptions(policy="infobatch", infobatch_prune_ratio=0.5, infobatch_delta=0.5)
     schedule = SelectionSchedule(warmup_epochs=0, max_epoch=10)
     selector = Selector(options, schedule, seed=0, loss_table=table)
-    kept, weights = selector.select(np.arange(1000), epoch=2, pass_index=2, chunk=0)
+    kept, keep_prob = selector.select(np.arange(1000), epoch=2, pass_index=2, chunk=0)
     low = kept < 500
     assert 200 < low.sum() < 300 and (~low).sum() == 500
-    np.testing.assert_allclose(weights[low], 2.0)
-    np.testing.assert_allclose(weights[~low], 1.0)
-    kept, weights = selector.select(np.arange(1000), epoch=6, pass_index=6, chunk=0)
-    assert len(kept) == 1000 and weights is None
+    assert selector.options.weighted
+    np.testing.assert_allclose(importance_weights(keep_prob[low]), 2.0)
+    np.testing.assert_allclose(importance_weights(keep_prob[~low]), 1.0)
+    kept, keep_prob = selector.select(np.arange(1000), epoch=6, pass_index=6, chunk=0)
+    assert len(kept) == 1000 and keep_prob is None
 
 
 def test_self_paced_learning_compares_per_token_losses_with_a_growing_quantile():

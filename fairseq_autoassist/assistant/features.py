@@ -18,6 +18,7 @@ sentence contributes (to the score and to the gradient) by its frequency, once, 
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -26,10 +27,15 @@ SCORING_CHUNK_PAIRS = 65536
 
 @dataclass
 class CorpusSide:
-    """One side (source or target) of a parallel corpus as flat token ids."""
+    """One side (source or target) of a parallel corpus as flat token ids.
+
+    ``owner``: the object whose memory ``tokens`` views (a memory-mapped dataset), kept alive here;
+    reading a view of a closed memory map crashes the process.
+    """
 
     tokens: np.ndarray
     offsets: np.ndarray
+    owner: Optional[object] = None
 
     def __post_init__(self):
         self.offsets = np.asarray(self.offsets, dtype=np.int64)

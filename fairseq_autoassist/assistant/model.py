@@ -2,12 +2,28 @@
 
 ``p(x, y) = sigmoid(bias + TF/TF-IDF bag-of-words terms + length terms)``, trained online on
 the log loss with L2 from the Boss's per-token losses. The paper uses plain SGD; here each step
-is Adagrad (a per-weight step size), because token features are sparse: a rare but telling
-token gets a useful step instead of one scaled down by how seldom it appears.
+has a per-weight step size, because token features are sparse: a rare but telling token gets a
+useful step instead of one scaled down by how seldom it appears.
+
+The step is Adagrad with forgetting: each weight's accumulator of squared gradients decays by
+``grad_decay`` per update before the new square is added (``grad_decay = 1`` is plain Adagrad).
+Plain Adagrad's steps shrink like ``1 / sqrt(t)`` for the bias, the lengths and frequent tokens
+while the Boss, and with it the label, keeps changing; with forgetting a steadily updated weight
+keeps a step of about ``learning_rate * sqrt(1 - grad_decay)``. Unlike RMSprop's
+``(1 - decay) * g^2``, the new square enters at full weight, so a first step is never larger
+than Adagrad's.
+
+L2 is lazy: it acts only on the weights of tokens present in the batch (and on the dense length
+weights). Applied to every weight at every step, it divided ``l2 * w`` by the tiny accumulator of
+a rare token and shrank the token's weight by about a full step per batch: a token seen three
+times lost its weight within 10 batches, long before its pair was scored again.
 
 The label of a pair is "its per-token loss is above the running mean per-token loss" (the
-paper's label); the running mean is an exponential moving
-average over the losses the Boss reports. The paper switches to the previous pass's mean after
+paper's label); the running mean is an exponential moving average over the losses the Boss
+reports. Those are the losses of the pairs the selector *kept*, which are the harder ones; each
+batch's mean therefore weights every pair by ``1 / p_keep`` (the Hajek estimate of the mean over
+all candidates), or the selector's own choices would raise the threshold and label ever more
+pairs trivial. The paper switches to the previous pass's mean after
 the first pass; in a shrinking stream that mean lags behind the Boss by a whole pass and makes
 the labels lopsided, so the moving average is used throughout.
 
@@ -35,6 +51,7 @@ STATE_VERSION = 2
 class AssistantConfig:
     learning_rate: float = 0.5
     l2: float = 1e-4
+    grad_decay: float = 0.99
     loss_mean_decay: float = 0.9
     confidence_decay: float = 0.95
 
@@ -65,7 +82,7 @@ class Assistant:
         self.token_weights = np.zeros((4, vocab), dtype=np.float32)
         self.length_weights = np.zeros(2, dtype=np.float32)
         self.bias = np.zeros(1, dtype=np.float32)
-        # Adagrad accumulators: token features are sparse and rare tokens need larger steps.
+        # Accumulators of squared gradients: token features are sparse and rare tokens need larger steps.
         self._sq_token_grads = np.zeros((4, vocab), dtype=np.float64)
         self._sq_length_grads = np.zeros(2, dtype=np.float64)
         self._sq_bias_grads = np.zeros(1, dtype=np.float64)
@@ -112,9 +129,10 @@ class Assistant:
         return out
 
     # ---------------------------------------------------------------- training
-    def labels(self, per_token_losses):
-        """The paper's label against the running mean (updated afterwards by ``update``)."""
-        threshold = self.loss_mean if self.loss_mean is not None else float(np.mean(per_token_losses))
+    def labels(self, per_token_losses, batch_mean):
+        """The paper's label against the running mean (updated afterwards by ``update``); the
+        first batch, before any running mean exists, is compared with its own ``batch_mean``."""
+        threshold = self.loss_mean if self.loss_mean is not None else batch_mean
         return (per_token_losses > threshold).astype(np.float32)
 
     def gradients(self, ids, residual, gathered=None):
@@ -133,32 +151,42 @@ class Assistant:
         grad_lengths = residual @ self.length_features(ids)
         return grad_tokens, grad_lengths, np.array([residual.sum()])
 
-    def update(self, ids, per_token_losses):
-        """One Adagrad step on a batch of fresh Boss losses; returns the balanced accuracy before it."""
+    def update(self, ids, per_token_losses, keep_prob=None):
+        """One step on a batch of fresh Boss losses; returns the balanced accuracy before it.
+
+        ``keep_prob``: the probability with which each pair was kept by the selector (None: every
+        pair was kept), used to estimate the mean loss over all candidates.
+        """
         ids = np.asarray(ids, dtype=np.int64)
         losses = np.asarray(per_token_losses, dtype=np.float64)
+        keep_prob = np.ones(len(ids)) if keep_prob is None else np.asarray(keep_prob, dtype=np.float64)
         finite = np.isfinite(losses)
-        ids, losses = ids[finite], losses[finite]
+        ids, losses, keep_prob = ids[finite], losses[finite], keep_prob[finite]
         if len(ids) == 0:
             return None
         cfg = self.config
-        labels = self.labels(losses)
+        inverse_keep = 1.0 / np.maximum(keep_prob, 1e-6)
+        batch_mean = float(np.sum(losses * inverse_keep) / np.sum(inverse_keep))
+        labels = self.labels(losses, batch_mean)
         gathered = self._gather(ids)
         probs = _sigmoid(self._logits(ids, self._effective_token_weights(), gathered))
         accuracy = balanced_accuracy(probs > 0.5, labels > 0.5)
 
         residual = (probs - labels) / len(ids)
         grad_tokens, grad_lengths, grad_bias = self.gradients(ids, residual, gathered)
+        present = np.zeros(self.token_weights.shape, dtype=bool)
+        for row, (tokens, _) in enumerate(gathered):
+            present[2 * row : 2 * row + 2, tokens] = True
         for weights, accumulator, grad, l2 in (
-            (self.token_weights, self._sq_token_grads, grad_tokens, cfg.l2),
+            (self.token_weights, self._sq_token_grads, grad_tokens, cfg.l2 * present),
             (self.length_weights, self._sq_length_grads, grad_lengths, cfg.l2),
             (self.bias, self._sq_bias_grads, grad_bias, 0.0),
         ):
             grad = grad + l2 * weights
+            accumulator *= cfg.grad_decay
             accumulator += grad * grad
             weights -= (cfg.learning_rate * grad / (np.sqrt(accumulator) + 1e-8)).astype(np.float32)
 
-        batch_mean = float(losses.mean())
         if self.loss_mean is None:
             self.loss_mean = batch_mean
         else:

@@ -9,7 +9,7 @@ from .keep_rules import (
     uniform_keep_probabilities,
 )
 from .loss_table import LatestLossTable
-from .sampling import draw_keep_mask, importance_weights, local_generator
+from .sampling import batch_importance_weights, draw_keep_mask, importance_weights, local_generator
 from .selector import SelectionOptions, Selector
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Selector",
     "assistant_keep_probabilities",
     "uniform_keep_probabilities",
+    "batch_importance_weights",
     "draw_keep_mask",
     "importance_weights",
     "local_generator",

@@ -10,7 +10,8 @@ class LatestLossTable:
     def __init__(self, num_pairs):
         self.losses = np.full(int(num_pairs), np.nan, dtype=np.float32)
 
-    def submit(self, ids, per_token_losses):
+    def submit(self, ids, per_token_losses, keep_prob=None):
+        """Records each pair's latest loss (``keep_prob``, the worker's extra argument, is not needed)."""
         per_token_losses = np.asarray(per_token_losses, dtype=np.float32)
         finite = np.isfinite(per_token_losses)
         self.losses[np.asarray(ids)[finite]] = per_token_losses[finite]

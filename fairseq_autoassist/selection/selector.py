@@ -1,6 +1,5 @@
 """The selector: turns a policy, its schedule and (for AutoAssist) the Assistant into kept pairs."""
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,9 +11,7 @@ from .keep_rules import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
-from .sampling import draw_keep_mask, importance_weights
-
-logger = logging.getLogger(__name__)
+from .sampling import draw_keep_mask
 
 
 @dataclass
@@ -30,7 +27,8 @@ class SelectionOptions:
 
     @property
     def weighted(self):
-        """InfoBatch is defined with its rescaling; the others weight only when asked."""
+        """Whether kept pairs' losses carry importance weights ``1 / p_keep``: InfoBatch is
+        defined with its rescaling; the others weight only when asked."""
         return self.importance_weighting or self.policy == "infobatch"
 
 
@@ -55,7 +53,6 @@ class Selector:
         self.seed = int(seed)
         self.worker = worker
         self.num_updates = 0
-        self.last_keep_prob_mean = 1.0
 
     def keep_probabilities(self, indices, epoch):
         """Per-pair keep probability for ``indices``; all ones outside the selection phase."""
@@ -94,11 +91,9 @@ class Selector:
         raise ValueError(f"unknown selection policy {policy!r}")
 
     def select(self, indices, epoch, pass_index, chunk):
+        """The kept pairs of ``indices`` and the probability each was kept with (None: all kept)."""
         keep_prob = self.keep_probabilities(indices, epoch)
         if keep_prob is None:
-            self.last_keep_prob_mean = 1.0
             return indices, None
-        self.last_keep_prob_mean = float(np.mean(keep_prob)) if len(keep_prob) else 1.0
         mask = draw_keep_mask(keep_prob, self.seed, pass_index, chunk)
-        weights = importance_weights(keep_prob[mask]) if self.options.weighted else None
-        return indices[mask], weights
+        return indices[mask], keep_prob[mask].astype(np.float32)

@@ -26,12 +26,20 @@ from ..assistant import Assistant, AssistantConfig, PairFeatures
 from ..compat import allow_fairseq_checkpoints
 from ..data import ShrinkingBatchStream
 from ..data.iterator import ShrinkingEpochBatchIterator, corpus_side
-from ..selection import POLICIES, LatestLossTable, SelectionOptions, SelectionSchedule, Selector
+from ..loss_log import LossLog
+from ..selection import (
+    POLICIES,
+    LatestLossTable,
+    SelectionOptions,
+    SelectionSchedule,
+    Selector,
+    batch_importance_weights,
+)
 from ..worker import AsyncAssistantWorker, SyncAssistantWorker
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 
@@ -98,7 +106,8 @@ class AutoAssistTranslationConfig(TranslationConfig):
     autoassist_importance_weighting: bool = field(
         default=False,
         metadata={"help": "weight each kept pair's loss by 1 / p_keep so that the expected "
-                  "gradient equals the full-data gradient"},
+                  "gradient equals the full-data gradient (weights scaled to a mean of 1 per "
+                  "target token within each batch, so the gradient keeps its scale)"},
     )
     autoassist_anneal_fraction: float = field(
         default=0.0,
@@ -109,8 +118,8 @@ class AutoAssistTranslationConfig(TranslationConfig):
         default=50,
         metadata={"help": "rescore and reselect pairs every this many (full-size) batches, so "
                   "no pair is selected with Assistant parameters older than about this many "
-                  "updates; 0 selects once per pass. Each chunk ends in one partly filled batch, "
-                  "so small values cost about 1/N extra batches"},
+                  "updates; 0 selects once per pass. A chunk's partly filled last batch is "
+                  "carried into the next chunk, so every batch is full but one per pass"},
     )
     autoassist_sync: bool = field(
         default=False,
@@ -126,7 +135,15 @@ class AutoAssistTranslationConfig(TranslationConfig):
         default=0.5, metadata={"help": "the Assistant's Adagrad step size"}
     )
     autoassist_l2: float = field(
-        default=1e-4, metadata={"help": "the Assistant's L2 regularization"}
+        default=1e-4,
+        metadata={"help": "the Assistant's L2 regularization, applied to the weights of the tokens "
+                  "present in each batch (and to the length weights)"},
+    )
+    autoassist_grad_decay: float = field(
+        default=0.99,
+        metadata={"help": "the Assistant's forgetting: its per-weight sums of squared gradients "
+                  "decay by this factor per update, so steps stay large enough to follow the "
+                  "Boss; 1 is plain Adagrad"},
     )
     autoassist_loss_mean_decay: float = field(
         default=0.9,
@@ -141,6 +158,11 @@ class AutoAssistTranslationConfig(TranslationConfig):
         default=None,
         metadata={"help": "diagnostic: append 'epoch, batches, SHA-1 of the epoch's batches' to "
                   "FILE.rankR after each epoch, to check that distributed ranks select alike"},
+    )
+    autoassist_loss_log: Optional[str] = field(
+        default=None,
+        metadata={"help": "diagnostic: append every training step's pair ids, per-token losses and "
+                  "keep probabilities to FILE (first rank only), for scripts/replay_assistant.py"},
     )
     autoassist_reset_state: bool = field(
         default=False,
@@ -172,6 +194,7 @@ def validate_config(cfg):
         "autoassist_spl_start_fraction": False,
         "autoassist_loss_mean_decay": False,
         "autoassist_confidence_decay": False,
+        "autoassist_grad_decay": True,
     }
     for name, zero_excluded in probabilities.items():
         value = getattr(cfg, name)
@@ -198,6 +221,7 @@ class AutoAssistTranslationTask(TranslationTask):
         self.train_iterator = None
         self.worker = None
         self.loss_table = None
+        self.loss_log = None
         self.selector = None
         self._corpus_mean_target_length = None
         self._state_restored = False
@@ -313,6 +337,8 @@ class AutoAssistTranslationTask(TranslationTask):
         self.worker = self._build_worker(dataset)
         if self.cfg.autoassist_policy in ("infobatch", "spl"):
             self.loss_table = LatestLossTable(len(dataset))
+        if self.cfg.autoassist_loss_log and distributed.rank() == 0:
+            self.loss_log = LossLog(self.cfg.autoassist_loss_log)
         self.selector = Selector(
             SelectionOptions(
                 policy=self.cfg.autoassist_policy,
@@ -361,14 +387,14 @@ class AutoAssistTranslationTask(TranslationTask):
         """The selector's choice; under distributed training the first rank's, broadcast."""
         if distributed.world_size() == 1:
             return self.selector.select(indices, epoch, pass_index, chunk)
-        kept, weights = (None, None)
+        kept, keep_prob = (None, None)
         if distributed.rank() == 0:
-            kept, weights = self.selector.select(indices, epoch, pass_index, chunk)
+            kept, keep_prob = self.selector.select(indices, epoch, pass_index, chunk)
         kept = distributed.broadcast_from_first_rank(kept, np.int64)
-        weights = distributed.broadcast_from_first_rank(
-            np.zeros(0, np.float32) if weights is None else weights, np.float32
+        keep_prob = distributed.broadcast_from_first_rank(
+            np.zeros(0, np.float32) if keep_prob is None else keep_prob, np.float32
         )
-        return kept, (weights if len(weights) == len(kept) and len(kept) else None)
+        return kept, (keep_prob if len(keep_prob) == len(kept) and len(kept) else None)
 
     def _record_epoch_digest(self, epoch, num_batches, digest):
         logger.info("AutoAssist: epoch %d has %d global batches, selection digest %s", epoch, num_batches, digest)
@@ -386,6 +412,7 @@ class AutoAssistTranslationTask(TranslationTask):
         assistant = Assistant(features, AssistantConfig(
             learning_rate=self.cfg.autoassist_lr,
             l2=self.cfg.autoassist_l2,
+            grad_decay=self.cfg.autoassist_grad_decay,
             loss_mean_decay=self.cfg.autoassist_loss_mean_decay,
             confidence_decay=self.cfg.autoassist_confidence_decay,
         ))
@@ -412,14 +439,16 @@ class AutoAssistTranslationTask(TranslationTask):
         target = sample["target"]
         batch_size = target.size(0)
         ids = sample["id"].cpu().numpy()
+        target_lengths = target.ne(self.tgt_dict.pad()).sum(1)
         with torch.autograd.profiler.record_function("forward"):
-            with torch.cuda.amp.autocast(enabled=isinstance(optimizer, AMPOptimizer)):
+            with torch.amp.autocast(target.device.type, enabled=isinstance(optimizer, AMPOptimizer)):
                 net_output = model(**sample["net_input"])
                 token_loss, token_nll = criterion.compute_loss(model, net_output, sample, reduce=False)
                 sentence_loss = token_loss.view(batch_size, -1).sum(1)
                 sentence_nll = token_nll.view(batch_size, -1).sum(1)
                 if self.selector.options.weighted:
-                    weights = self.train_iterator.stream.pair_weights[ids]
+                    weights = batch_importance_weights(self.train_iterator.stream.pair_keep_prob[ids],
+                                                       target_lengths.cpu().numpy())
                     loss = (sentence_loss * torch.as_tensor(weights, device=sentence_loss.device,
                                                             dtype=sentence_loss.dtype)).sum()
                 else:
@@ -435,14 +464,15 @@ class AutoAssistTranslationTask(TranslationTask):
         }
         if ignore_grad:
             loss *= 0
-        if self.worker is not None or self.loss_table is not None:
-            self._report_losses(sample, ids, sentence_nll, ignore_grad)
+        if self._loss_consumers:
+            self._report_losses(ids, sentence_nll, target_lengths, ignore_grad)
         with torch.autograd.profiler.record_function("backward"):
             optimizer.backward(loss)
         return loss, sample_size, logging_output
 
-    def _report_losses(self, sample, ids, sentence_nll, ignore_grad):
-        """Per-token losses of this step (of every rank's step when distributed) to the consumers.
+    def _report_losses(self, ids, sentence_nll, target_lengths, ignore_grad):
+        """Per-token losses of this step (of every rank's step when distributed) to the consumers,
+        with the probability each pair was kept with.
 
         A dummy batch (``ignore_grad``) reports nothing but still joins the gather, which every
         rank calls once per step.
@@ -450,16 +480,20 @@ class AutoAssistTranslationTask(TranslationTask):
         if ignore_grad:
             ids, per_token = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         else:
-            target_lengths = sample["target"].ne(self.tgt_dict.pad()).sum(1).clamp(min=1)
-            per_token = (sentence_nll.detach() / target_lengths).float().cpu().numpy()
+            per_token = (sentence_nll.detach() / target_lengths.clamp(min=1)).float().cpu().numpy()
             finite = np.isfinite(per_token)
             ids, per_token = ids[finite], per_token[finite]
         if distributed.world_size() > 1:
             ids, per_token = distributed.all_gather_pairs(ids, per_token)
         if len(ids):
-            for consumer in (self.worker, self.loss_table):
-                if consumer is not None:
-                    consumer.submit(ids, per_token)
+            # Every rank iterates the whole global batch list, so each holds every pair's probability.
+            keep_prob = self.train_iterator.stream.pair_keep_prob[ids]
+            for consumer in self._loss_consumers:
+                consumer.submit(ids, per_token, keep_prob)
+
+    @property
+    def _loss_consumers(self):
+        return [c for c in (self.worker, self.loss_table, self.loss_log) if c is not None]
 
     # ------------------------------------------------------------ logs
     def reduce_metrics(self, logging_outputs, criterion):
@@ -532,6 +566,8 @@ class AutoAssistTranslationTask(TranslationTask):
 
     def begin_epoch(self, epoch, model):
         super().begin_epoch(epoch, model)
+        if self.loss_log is not None:
+            self.loss_log.epoch = epoch
         if not self.selection_enabled or self._announced_start:
             return
         self._announced_start = True

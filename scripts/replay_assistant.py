@@ -1,0 +1,165 @@
+#!/usr/bin/env python
+"""Replay a training run's recorded losses through Assistants of several settings and score them.
+
+    python scripts/train_multi30k.py --policy uniform --save-dir runs/losslog ... \
+        -- --autoassist-uniform-keep-prob 1.0 --autoassist-loss-log runs/losslog/losses.npy
+    python scripts/replay_assistant.py --data data-bin/multi30k.de-en --loss-log runs/losslog/losses.npy \
+        --out docs/results/assistant-replay-multi30k
+
+A loss log (``--autoassist-loss-log``) of a run that trained on every pair holds every pair's
+per-token loss at every pass. The replay feeds those steps, in order, to one fresh Assistant per
+setting. Before each step it scores the step's pairs and compares the scores with the *reference
+label* of each pair: per-token loss above the running mean loss (decay 0.9 per step) of *all* the
+step's pairs, the label an Assistant that saw every loss would use. From the second epoch on it
+simulates the selection: each pair reaches the Assistant only with its keep probability under the
+paper's rule (``--base-prob``, the Assistant's own confidence), as in a shrinking run, so a
+setting that lets the selection bias its threshold shows it here. Reported per setting and epoch:
+the AUC and balanced accuracy of the scores against the reference label, and the Assistant's
+threshold against the reference threshold. The Boss is not simulated: it trained on every pair.
+
+Outputs OUT/replay.json and OUT/replay.md.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import asdict
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from fairseq_autoassist.assistant import Assistant, AssistantConfig, PairFeatures
+from fairseq_autoassist.assistant.model import balanced_accuracy
+from fairseq_autoassist.loss_log import read_loss_log
+from fairseq_autoassist.selection import assistant_keep_probabilities
+
+logger = logging.getLogger("replay_assistant")
+
+REFERENCE_LOSS_MEAN_DECAY = 0.9
+
+# name -> (Assistant settings, whether the threshold is corrected for the selection)
+SETTINGS = {
+    "current": (AssistantConfig(), True),
+    "no-forgetting": (AssistantConfig(grad_decay=1.0), True),
+    "forgetting-0.9": (AssistantConfig(grad_decay=0.9), True),
+    "forgetting-0.999": (AssistantConfig(grad_decay=0.999), True),
+    "uncorrected-threshold": (AssistantConfig(), False),
+    "no-forgetting-uncorrected": (AssistantConfig(grad_decay=1.0), False),
+}
+
+
+def load_features(data, source_lang, target_lang, split="train"):
+    from fairseq.data import Dictionary, data_utils
+
+    from fairseq_autoassist.data.iterator import corpus_side
+
+    dictionary = Dictionary.load(os.path.join(data, f"dict.{source_lang}.txt"))
+    sides = []
+    for lang in (source_lang, target_lang):
+        prefix = os.path.join(data, f"{split}.{source_lang}-{target_lang}.{lang}")
+        dataset = data_utils.load_indexed_dataset(prefix, dictionary)
+        if dataset is None:
+            sys.exit(f"error: {prefix}.idx is missing; pass a prepared data-bin folder with --data")
+        sides.append(corpus_side(dataset))
+    return PairFeatures(*sides, vocab_size=len(dictionary))
+
+
+def replay(features, loss_log, config, correct_threshold, base_prob, min_keep_prob, seed):
+    """Per-epoch scores of one setting (see the module docstring)."""
+    assistant = Assistant(features, config)
+    rng = np.random.default_rng(seed)
+    reference_mean = None
+    epochs = {}
+    for epoch, ids, losses, _ in read_loss_log(loss_log):
+        finite = np.isfinite(losses)
+        ids, losses = ids[finite], losses[finite]
+        if not len(ids):
+            continue
+        scores = assistant.predict(ids)
+        batch_mean = float(losses.mean())
+        reference = losses > (reference_mean if reference_mean is not None else batch_mean)
+        record = epochs.setdefault(epoch, {"scores": [], "labels": [], "balanced": [], "kept": 0, "pairs": 0,
+                                           "threshold_ratio": []})
+        record["scores"].append(scores)
+        record["labels"].append(reference)
+        record["balanced"].append(balanced_accuracy(scores > 0.5, reference))
+        if reference_mean is not None and assistant.loss_mean is not None:
+            record["threshold_ratio"].append(assistant.loss_mean / reference_mean)
+        reference_mean = batch_mean if reference_mean is None else (
+            REFERENCE_LOSS_MEAN_DECAY * reference_mean + (1 - REFERENCE_LOSS_MEAN_DECAY) * batch_mean)
+        if epoch > 1:
+            keep_prob = assistant_keep_probabilities(scores, assistant.confidence, base_prob, min_keep_prob)
+        else:
+            keep_prob = np.ones(len(ids))
+        kept = rng.random(len(ids)) < keep_prob
+        record["kept"] += int(kept.sum())
+        record["pairs"] += len(ids)
+        assistant.update(ids[kept], losses[kept], keep_prob[kept] if correct_threshold else None)
+    rows = []
+    for epoch in sorted(epochs):
+        record = epochs[epoch]
+        labels = np.concatenate(record["labels"])
+        rows.append({
+            "epoch": epoch,
+            "auc": float(roc_auc_score(labels, np.concatenate(record["scores"]))),
+            "balanced_accuracy": float(np.mean(record["balanced"])),
+            "reference_positive_rate": float(labels.mean()),
+            "kept_share": record["kept"] / record["pairs"],
+            "threshold_ratio": float(np.mean(record["threshold_ratio"])) if record["threshold_ratio"] else None,
+        })
+    return rows
+
+
+def markdown(results, command):
+    lines = [f"Command: `{command}`", "",
+             "| setting | epoch | AUC | balanced accuracy | kept share | threshold / reference |",
+             "|---|---|---|---|---|---|"]
+    for name, result in results.items():
+        for row in result["epochs"]:
+            ratio = "" if row["threshold_ratio"] is None else f"{row['threshold_ratio']:.3f}"
+            lines.append(f"| {name} | {row['epoch']} | {row['auc']:.3f} | {row['balanced_accuracy']:.3f} | "
+                         f"{row['kept_share']:.3f} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="the prepared data-bin folder the run trained on")
+    parser.add_argument("--loss-log", required=True, help="FILE written by --autoassist-loss-log")
+    parser.add_argument("--source-lang", default="de")
+    parser.add_argument("--target-lang", default="en")
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--base-prob", type=float, default=0.5, help="--autoassist-base-prob of the simulated selection")
+    parser.add_argument("--min-keep-prob", type=float, default=0.05, help="--autoassist-min-keep-prob")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the simulated keep draws")
+    parser.add_argument("--out", required=True, help="folder for replay.json and replay.md")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+    args = parse_args(argv)
+    if not os.path.isfile(args.loss_log):
+        sys.exit(f"error: {args.loss_log} does not exist; record one with --autoassist-loss-log FILE")
+    features = load_features(args.data, args.source_lang, args.target_lang)
+    results = {}
+    for name in args.settings:
+        config, correct_threshold = SETTINGS[name]
+        logger.info("replaying setting %s", name)
+        results[name] = {"config": asdict(config), "threshold_corrected": correct_threshold,
+                         "epochs": replay(features, args.loss_log, config, correct_threshold, args.base_prob,
+                                          args.min_keep_prob, args.seed)}
+    os.makedirs(args.out, exist_ok=True)
+    command = "python scripts/replay_assistant.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    with open(os.path.join(args.out, "replay.json"), "w") as f:
+        json.dump({"command": command, "results": results}, f, indent=1)
+    with open(os.path.join(args.out, "replay.md"), "w") as f:
+        f.write(markdown(results, command))
+    logger.info("wrote %s", os.path.join(args.out, "replay.md"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
