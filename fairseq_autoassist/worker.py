@@ -36,10 +36,8 @@ class SyncAssistantWorker:
         self.assistant = assistant
         self.dropped = 0
         self.healthy = True
-        self.submitted = 0
 
     def submit(self, ids, per_token_losses, keep_prob=None):
-        self.submitted += 1
         self.assistant.update(ids, per_token_losses, keep_prob)
 
     def snapshot(self):
@@ -72,9 +70,6 @@ class SyncAssistantWorker:
         self.drain()
         self.assistant.load_state_dict(state)
 
-    def close(self):
-        pass
-
 
 class AsyncAssistantWorker(SyncAssistantWorker):
     """Updates the Assistant in a daemon thread fed by a bounded drop-oldest queue."""
@@ -96,7 +91,6 @@ class AsyncAssistantWorker(SyncAssistantWorker):
         if not self.healthy:
             return
         with self._cond:
-            self.submitted += 1
             if len(self._pending) >= self._queue_size:
                 self._pending.popleft()
                 self.dropped += 1
@@ -157,6 +151,8 @@ class AsyncAssistantWorker(SyncAssistantWorker):
             self.assistant.load_state_dict(state)
 
     def close(self):
+        """Stops the thread after the pending feedback (for tools and tests; training leaves the
+        daemon thread to end with the process)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()

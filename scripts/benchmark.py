@@ -29,9 +29,8 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import train_multi30k  # noqa: E402
+from fairseq_autoassist.errors import AutoAssistConfigError
+from fairseq_autoassist.recipes import ROOT, recipe, require_prepared, run_logged, write_synthetic_multi30k
 
 logger = logging.getLogger("benchmark")
 
@@ -62,18 +61,14 @@ PRESETS = {
 
 
 def run_command(command, log_path):
-    with open(log_path, "a") as log:
-        log.write("# " + " ".join(command) + "\n")
-        log.flush()
-        result = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        raise RuntimeError(f"{command[2]} failed with exit code {result.returncode}; see {log_path}")
+    if run_logged(command, log_path) != 0:
+        raise RuntimeError(f"{command[2]} failed; see {log_path}")
 
 
 def training_args(arm, data, save_dir, preset, seed, cpu):
     spec = ARMS[arm]
     interval = preset.get("validate_interval_updates", 0)
-    return train_multi30k.recipe(
+    return recipe(
         data, save_dir, spec["policy"], arch=preset["arch"], max_epoch=0, max_update=preset["max_update"],
         max_tokens=preset["max_tokens"], lr=preset["lr"], warmup_updates=preset["warmup_updates"],
         seed=seed, cpu=cpu, eval_bleu=True,
@@ -314,9 +309,6 @@ def plot(runs, out):
 
 def smoke_data(out):
     """Prepare the synthetic corpus of the tests for the smoke preset (once)."""
-    sys.path.insert(0, ROOT)
-    from tests.conftest import write_synthetic_multi30k
-
     dest = os.path.join(out, "data-bin")
     if not os.path.isfile(os.path.join(dest, "prepare.json")):
         raw = write_synthetic_multi30k(os.path.join(out, "raw"))
@@ -360,8 +352,10 @@ def main(argv=None):
         preset["validate_interval_updates"] = args.validate_interval_updates
     os.makedirs(args.out, exist_ok=True)
     data = smoke_data(args.out) if args.preset == "smoke" else args.data
-    if not data or not os.path.isfile(os.path.join(data, "prepare.json")):
-        parser.error(f"--data {data} is not a prepared folder; run scripts/prepare_multi30k.py first")
+    try:
+        require_prepared(data)
+    except AutoAssistConfigError as error:
+        parser.error(str(error))
     arms = ["baseline"] + [arm for arm in args.arms if arm != "baseline"]
     runs = [run_arm(arm, seed, data, args.out, preset, args.device == "cpu")
             for seed in (args.seeds or preset["seeds"]) for arm in arms]

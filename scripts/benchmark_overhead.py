@@ -16,7 +16,6 @@ Prints the median time per update of each arm and their ratio (the overhead).
 """
 
 import argparse
-import importlib.util
 import json
 import logging
 import os
@@ -24,15 +23,9 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fairseq_autoassist.recipes import ROOT, recipe
+
 logger = logging.getLogger("benchmark_overhead")
-
-
-def load_recipe():
-    spec = importlib.util.spec_from_file_location("train_multi30k", os.path.join(ROOT, "scripts", "train_multi30k.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.recipe
 
 
 def build_trainer(data, arch, policy, max_tokens, refresh_updates, seed):
@@ -40,7 +33,7 @@ def build_trainer(data, arch, policy, max_tokens, refresh_updates, seed):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.trainer import Trainer
 
-    argv = load_recipe()(data, "/tmp/benchmark_overhead_unused", policy, arch=arch, max_tokens=max_tokens,
+    argv = recipe(data, "/tmp/benchmark_overhead_unused", policy, arch=arch, max_tokens=max_tokens,
                          seed=seed, cpu=True, eval_bleu=False)
     argv += ["--autoassist-refresh-updates", str(refresh_updates)]
     parser = options.get_training_parser()
@@ -67,7 +60,6 @@ def main(argv=None):
     parser.add_argument("--output", default=None, help="optional JSON with every block time")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, ROOT)
     import fairseq  # noqa: F401  (registers before the plugin import below)
     import fairseq_autoassist.tasks.autoassist_translation  # noqa: F401
 
@@ -83,7 +75,7 @@ def main(argv=None):
         samples.append(sample)
         if len(samples) == batches_needed:
             break
-    stream = arms["assistant"][3].stream
+    runtime = arms["assistant"][1].runtime
 
     def run_block(policy, block):
         _, task, trainer, _ = arms[policy]
@@ -92,8 +84,9 @@ def main(argv=None):
             sample = samples[(block * args.block_updates + step) % len(samples)]
             trainer.train_step([sample])
             if policy == "assistant" and trainer.get_num_updates() % args.refresh_updates == 0:
-                stream.generate_chunk(epoch=2, pass_index=2, chunk=trainer.get_num_updates() // args.refresh_updates
-                                      % stream.chunks_per_pass)
+                stream = runtime.stream
+                stream.generate_chunk(2, 2, trainer.get_num_updates() // args.refresh_updates % stream.chunks_per_pass,
+                                      stream.carry)
         return (time.perf_counter() - started) / args.block_updates
 
     for policy in arms:  # warm-up block, not timed
@@ -103,7 +96,7 @@ def main(argv=None):
         for policy in arms:
             times[policy].append(run_block(policy, block))
             logger.info("block %d %-9s %.3f s/update", block, policy, times[policy][-1])
-    worker = arms["assistant"][1].worker
+    worker = runtime.worker
     worker.drain()
     stats = worker.stats()
     off, on = statistics.median(times["none"]), statistics.median(times["assistant"])

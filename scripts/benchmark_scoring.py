@@ -11,14 +11,12 @@ memory beyond the corpus' own tokens.
 
 import argparse
 import logging
-import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fairseq_autoassist.assistant import Assistant, CorpusSide, PairFeatures  # noqa: E402
+from fairseq_autoassist.assistant import Assistant, CorpusSide, PairFeatures
 
 logger = logging.getLogger("benchmark_scoring")
 

@@ -17,8 +17,9 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLUGIN_DIR = os.path.join(ROOT, "fairseq_autoassist")
+from fairseq_autoassist.errors import AutoAssistConfigError
+from fairseq_autoassist.recipes import PLUGIN_DIR, ROOT, require_prepared
+
 logger = logging.getLogger("evaluate_bleu")
 
 
@@ -27,11 +28,10 @@ class EvaluationError(RuntimeError):
 
 
 def data_languages(data):
-    info_path = os.path.join(data, "prepare.json")
-    if not os.path.isfile(info_path):
-        raise EvaluationError(f"{info_path} is missing; prepare the data with scripts/prepare_multi30k.py")
-    with open(info_path) as f:
-        info = json.load(f)
+    try:
+        info = require_prepared(data)
+    except AutoAssistConfigError as error:
+        raise EvaluationError(str(error)) from error
     return info["source"], info["target"]
 
 

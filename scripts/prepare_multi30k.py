@@ -23,9 +23,10 @@ import tempfile
 import urllib.error
 import urllib.request
 
+from fairseq_autoassist.recipes import ROOT
+
 logger = logging.getLogger("prepare_multi30k")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UPSTREAM = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 # Multi30K file stem -> fairseq split name.
 SPLITS = {"train": "train", "val": "valid", "test_2016_flickr": "test"}

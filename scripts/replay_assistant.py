@@ -7,15 +7,16 @@
         --out docs/results/assistant-replay-multi30k
 
 A loss log (``--autoassist-loss-log``) of a run that trained on every pair holds every pair's
-per-token loss at every pass. The replay feeds those steps, in order, to one fresh Assistant per
-setting. Before each step it scores the step's pairs and compares the scores with the *reference
-label* of each pair: per-token loss above the running mean loss (decay 0.9 per step) of *all* the
-step's pairs, the label an Assistant that saw every loss would use. From the second epoch on it
-simulates the selection: each pair reaches the Assistant only with its keep probability under the
-paper's rule (``--base-prob``, the Assistant's own confidence), as in a shrinking run, so a
-setting that lets the selection bias its threshold shows it here. Reported per setting and epoch:
-the AUC and balanced accuracy of the scores against the reference label, and the Assistant's
-threshold against the reference threshold. The Boss is not simulated: it trained on every pair.
+per-token loss at every pass (a pass ends where a pair comes back). The replay feeds those steps,
+in order, to one fresh Assistant per setting. Before each step it scores the step's pairs and
+compares the scores with the *reference label* of each pair: per-token loss above the running mean
+loss (decay 0.9 per step) of *all* the step's pairs, the label an Assistant that saw every loss
+would use. From the second pass on it simulates the selection: each pair reaches the Assistant only
+with its keep probability under the paper's rule (``--base-prob``, the Assistant's own confidence),
+as in a shrinking run, so a setting that lets the selection bias its threshold shows it here.
+Reported per setting and pass: the AUC and balanced accuracy of the scores against the reference
+label, the kept share, and the Assistant's threshold against the reference threshold. The Boss is
+not simulated: it trained on every pair.
 
 Outputs OUT/replay.json and OUT/replay.md.
 """
@@ -42,9 +43,9 @@ REFERENCE_LOSS_MEAN_DECAY = 0.9
 # name -> (Assistant settings, whether the threshold is corrected for the selection)
 SETTINGS = {
     "current": (AssistantConfig(), True),
-    "no-forgetting": (AssistantConfig(grad_decay=1.0), True),
+    "forgetting-0.99": (AssistantConfig(grad_decay=0.99), True),
     "forgetting-0.9": (AssistantConfig(grad_decay=0.9), True),
-    "forgetting-0.999": (AssistantConfig(grad_decay=0.999), True),
+    "no-forgetting": (AssistantConfig(grad_decay=1.0), True),
     "uncorrected-threshold": (AssistantConfig(), False),
     "no-forgetting-uncorrected": (AssistantConfig(grad_decay=1.0), False),
 }
@@ -67,12 +68,16 @@ def load_features(data, source_lang, target_lang, split="train"):
 
 
 def replay(features, loss_log, config, correct_threshold, base_prob, min_keep_prob, seed):
-    """Per-epoch scores of one setting (see the module docstring)."""
+    """Per-pass scores of one setting (see the module docstring)."""
     assistant = Assistant(features, config)
     rng = np.random.default_rng(seed)
     reference_mean = None
-    epochs = {}
-    for epoch, ids, losses, _ in read_loss_log(loss_log):
+    passes = {}
+    pass_index, seen_this_pass = 1, np.zeros(len(features), dtype=bool)
+    for ids, losses, _ in read_loss_log(loss_log):
+        if seen_this_pass[ids].any():
+            pass_index, seen_this_pass[:] = pass_index + 1, False
+        seen_this_pass[ids] = True
         finite = np.isfinite(losses)
         ids, losses = ids[finite], losses[finite]
         if not len(ids):
@@ -80,7 +85,7 @@ def replay(features, loss_log, config, correct_threshold, base_prob, min_keep_pr
         scores = assistant.predict(ids)
         batch_mean = float(losses.mean())
         reference = losses > (reference_mean if reference_mean is not None else batch_mean)
-        record = epochs.setdefault(epoch, {"scores": [], "labels": [], "balanced": [], "kept": 0, "pairs": 0,
+        record = passes.setdefault(pass_index, {"scores": [], "labels": [], "balanced": [], "kept": 0, "pairs": 0,
                                            "threshold_ratio": []})
         record["scores"].append(scores)
         record["labels"].append(reference)
@@ -89,7 +94,7 @@ def replay(features, loss_log, config, correct_threshold, base_prob, min_keep_pr
             record["threshold_ratio"].append(assistant.loss_mean / reference_mean)
         reference_mean = batch_mean if reference_mean is None else (
             REFERENCE_LOSS_MEAN_DECAY * reference_mean + (1 - REFERENCE_LOSS_MEAN_DECAY) * batch_mean)
-        if epoch > 1:
+        if pass_index > 1:
             keep_prob = assistant_keep_probabilities(scores, assistant.confidence, base_prob, min_keep_prob)
         else:
             keep_prob = np.ones(len(ids))
@@ -98,11 +103,11 @@ def replay(features, loss_log, config, correct_threshold, base_prob, min_keep_pr
         record["pairs"] += len(ids)
         assistant.update(ids[kept], losses[kept], keep_prob[kept] if correct_threshold else None)
     rows = []
-    for epoch in sorted(epochs):
-        record = epochs[epoch]
+    for pass_index in sorted(passes):
+        record = passes[pass_index]
         labels = np.concatenate(record["labels"])
         rows.append({
-            "epoch": epoch,
+            "pass": pass_index,
             "auc": float(roc_auc_score(labels, np.concatenate(record["scores"]))),
             "balanced_accuracy": float(np.mean(record["balanced"])),
             "reference_positive_rate": float(labels.mean()),
@@ -114,12 +119,12 @@ def replay(features, loss_log, config, correct_threshold, base_prob, min_keep_pr
 
 def markdown(results, command):
     lines = [f"Command: `{command}`", "",
-             "| setting | epoch | AUC | balanced accuracy | kept share | threshold / reference |",
+             "| setting | pass | AUC | balanced accuracy | kept share | threshold / reference |",
              "|---|---|---|---|---|---|"]
     for name, result in results.items():
-        for row in result["epochs"]:
+        for row in result["passes"]:
             ratio = "" if row["threshold_ratio"] is None else f"{row['threshold_ratio']:.3f}"
-            lines.append(f"| {name} | {row['epoch']} | {row['auc']:.3f} | {row['balanced_accuracy']:.3f} | "
+            lines.append(f"| {name} | {row['pass']} | {row['auc']:.3f} | {row['balanced_accuracy']:.3f} | "
                          f"{row['kept_share']:.3f} | {ratio} |")
     return "\n".join(lines) + "\n"
 
@@ -149,7 +154,7 @@ def main(argv=None):
         config, correct_threshold = SETTINGS[name]
         logger.info("replaying setting %s", name)
         results[name] = {"config": asdict(config), "threshold_corrected": correct_threshold,
-                         "epochs": replay(features, args.loss_log, config, correct_threshold, args.base_prob,
+                         "passes": replay(features, args.loss_log, config, correct_threshold, args.base_prob,
                                           args.min_keep_prob, args.seed)}
     os.makedirs(args.out, exist_ok=True)
     command = "python scripts/replay_assistant.py " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -34,3 +34,19 @@ def planted_losses(features, marker_tokens, seed=0):
         has_marker[i] = np.isin(sentence, marker_tokens).any()
     losses = np.where(has_marker, 3.0, 1.0) + rng.normal(0, 0.2, size=len(features))
     return losses, has_marker
+
+
+def padded_token_budget_batches(kept, sizes, max_tokens):
+    """Length bucketing under a padded token budget, like fairseq's batch_by_size."""
+    kept = kept[np.argsort(sizes[kept], kind="stable")]
+    batches, current, longest = [], [], 0
+    for index in kept:
+        longest_if_added = max(longest, sizes[index])
+        if current and longest_if_added * (len(current) + 1) > max_tokens:
+            batches.append(np.array(current))
+            current, longest_if_added = [], sizes[index]
+        current.append(index)
+        longest = longest_if_added
+    if current:
+        batches.append(np.array(current))
+    return batches

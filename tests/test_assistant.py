@@ -9,7 +9,7 @@ import torch
 from fairseq_autoassist.assistant import Assistant, AssistantConfig, CorpusSide, PairFeatures
 from fairseq_autoassist.assistant.model import balanced_accuracy
 
-from .synthetic import planted_losses, random_features
+from .synthetic import planted_losses, random_features, random_side
 
 
 def naive_logit(assistant, i):
@@ -56,14 +56,30 @@ def test_a_repeated_token_contributes_by_its_frequency_once():
     assert grad_bias[0] == pytest.approx(-0.5)
 
 
+def _reachable_arrays(value, depth=0):
+    """Every numpy array reachable from ``value`` through attributes, lists and tuples."""
+    if isinstance(value, np.ndarray):
+        yield value
+    elif depth < 4 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _reachable_arrays(item, depth + 1)
+    elif depth < 4 and hasattr(value, "__dict__"):
+        for item in vars(value).values():
+            yield from _reachable_arrays(item, depth + 1)
+
+
 def test_features_do_not_copy_the_corpus():
-    features = random_features(num_pairs=100)
-    tokens = features.source.tokens
-    assert features.source.tokens is tokens
-    assert not any(
-        isinstance(value, np.ndarray) and value.size >= tokens.size and value is not tokens
-        for value in vars(features).values()
-    )
+    rng = np.random.default_rng(0)
+    generated = [random_side(rng, 500, 200) for _ in range(2)]
+    corpus = [side.tokens.copy() for side in generated]  # the corpus as a memory map would hand it over
+    source, target = (CorpusSide(tokens, side.offsets) for tokens, side in zip(corpus, generated))
+    features = PairFeatures(source, target, vocab_size=200)
+    assert features.source.tokens is corpus[0] and features.target.tokens is corpus[1]
+    for array in _reachable_arrays(features):
+        if not any(array is tokens for tokens in corpus):
+            assert not any(np.shares_memory(array, tokens) for tokens in corpus)
+            # Per-pair and per-vocabulary arrays only: far below the size of a side's tokens.
+            assert array.size <= 2 * max(len(source) + 1, 200) < corpus[0].size
 
 
 def test_learns_a_planted_signal():

@@ -1,16 +1,12 @@
 """scripts/benchmark.py: the smoke preset end to end, and the derived figures on known numbers."""
 
-import importlib.util
 import json
-import os
 
 import pytest
 
-from .conftest import ROOT, run_script
+from scripts import benchmark
 
-_spec = importlib.util.spec_from_file_location("benchmark", os.path.join(ROOT, "scripts", "benchmark.py"))
-benchmark = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(benchmark)
+from .conftest import run_script
 
 
 def rows(bleus, seconds_per_epoch, tokens_per_epoch=100.0, updates_per_epoch=10):
@@ -49,6 +45,7 @@ def test_an_arm_that_never_reaches_the_target_is_reported_as_such():
     assert "not reached" in benchmark.markdown(summary, "cmd", "machine")
 
 
+@pytest.mark.slow
 def test_smoke_preset_runs_every_arm_and_writes_every_output(tmp_path):
     out = tmp_path / "smoke"
     printed = run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out), timeout=1500).stdout

@@ -1,6 +1,5 @@
 """End to end through the real fairseq-preprocess / fairseq-train / fairseq-generate on tiny data."""
 
-import importlib.util
 import json
 import os
 import re
@@ -12,18 +11,19 @@ import sys
 import numpy as np
 import pytest
 
+from fairseq_autoassist.recipes import recipe
+
 from .conftest import ROOT, run_script
 
-_spec = importlib.util.spec_from_file_location("train_multi30k", os.path.join(ROOT, "scripts", "train_multi30k.py"))
-train_multi30k = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(train_multi30k)
+
+pytestmark = pytest.mark.slow
 
 SYNC_ASSISTANT = ["--autoassist-sync", "--autoassist-refresh-updates", "2", "--autoassist-base-prob", "0"]
 
 
 def tiny_recipe(data, save_dir, policy="assistant", max_epoch=2, max_update=0, max_tokens=400):
     """The project's training recipe with a tiny model, logging every update, on the CPU."""
-    return train_multi30k.recipe(
+    return recipe(
         data, str(save_dir), policy, arch="tiny", max_epoch=max_epoch, max_update=max_update,
         max_tokens=max_tokens, lr=1e-3, warmup_updates=10, cpu=True, eval_bleu=False, log_interval=1,
     ) + ["--no-progress-bar"]
@@ -93,8 +93,15 @@ def test_autoassist_shrinks_epochs_resumes_and_generates(prepared_data, tmp_path
     assert "BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in printed
     with open(report) as f:
         result = json.load(f)
-    assert result["sentences"] == 40 and 0.0 <= result["bleu"] <= 100.0
-    assert os.path.isfile(result["hypotheses"])
+    assert result["sentences"] == 40
+    import sacrebleu
+
+    with open(result["hypotheses"], encoding="utf-8") as f:
+        hypotheses = f.read().rstrip("\n").split("\n")
+    with open(os.path.join(prepared_data, "raw", "test.en"), encoding="utf-8") as f:
+        references = f.read().rstrip("\n").split("\n")
+    assert len(hypotheses) == len(references) == 40
+    assert result["bleu"] == round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2)
 
 
 def test_mid_epoch_resume_continues_exactly_like_an_uninterrupted_run(prepared_data, tmp_path):
@@ -169,22 +176,11 @@ def test_checkpoint_without_autoassist_state_starts_autoassist_fresh(prepared_da
     assert "holds no AutoAssist state" in log
 
 
-@pytest.mark.parametrize(
-    "data, extra, message",
-    [
-        ("PREPARED", ["--autoassist-base-prob", "1.5"], "error: --autoassist-base-prob=1.5 is outside [0, 1]"),
-        ("PREPARED", ["--autoassist-refresh-updates", "-1"], "error: --autoassist-refresh-updates=-1 must be >= 0"),
-        ("PREPARED", ["--autoassist-policy", "bogus"], "error: --autoassist-policy 'bogus' is unknown"),
-        ("PREPARED", ["--train-subset", "nosuchsplit"], "error: split 'nosuchsplit' is missing from"),
-        ("MISSING", [], "does not exist; pass a prepared data-bin folder"),
-        ("EMPTY", ["--source-lang", "de", "--target-lang", "en"], "dict.de.txt is missing"),
-    ],
-)
-def test_bad_input_gets_one_clear_line(prepared_data, tmp_path, data, extra, message):
-    folders = {"PREPARED": prepared_data, "MISSING": str(tmp_path / "nowhere"), "EMPTY": str(tmp_path)}
-    result = fairseq_train(folders[data], tmp_path / "save", *extra, check=False)
+def test_bad_input_gets_one_clear_line(prepared_data, tmp_path):
+    """The one-line handler in a real fairseq-train (the messages themselves: tests/test_options.py)."""
+    result = fairseq_train(prepared_data, tmp_path / "save", "--autoassist-base-prob", "1.5", check=False)
     assert result.returncode != 0
-    assert message in result.stdout
+    assert "error: --autoassist-base-prob=1.5 is outside [0, 1]" in result.stdout
     assert "Traceback" not in result.stdout
 
 

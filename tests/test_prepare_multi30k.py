@@ -1,15 +1,11 @@
 """scripts/prepare_multi30k.py refuses bad raw input with a message that names the file."""
 
 import gzip
-import importlib.util
-import os
+import logging
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_spec = importlib.util.spec_from_file_location("prepare_multi30k", os.path.join(ROOT, "scripts", "prepare_multi30k.py"))
-prepare = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(prepare)
+from scripts import prepare_multi30k as prepare
 
 
 def write(path, data):
@@ -57,5 +53,9 @@ def test_unreachable_download_says_where_to_put_the_files(tmp_path):
         prepare.download_missing(str(tmp_path), ["train"], ["de"], base_url="http://127.0.0.1:9")
 
 
-def test_main_reports_errors_without_a_traceback(tmp_path, capsys):
-    assert prepare.main(["--raw-dir", str(tmp_path), "--dest", str(tmp_path / "out"), "--no-download"]) == 2
+def test_main_reports_errors_as_one_message_and_an_exit_code(tmp_path, caplog):
+    with caplog.at_level(logging.ERROR, logger="prepare_multi30k"):
+        assert prepare.main(["--raw-dir", str(tmp_path), "--dest", str(tmp_path / "out"), "--no-download"]) == 2
+    [record] = caplog.records
+    assert "train.de[.gz] is missing; check --raw-dir" in record.getMessage()
+    assert record.exc_info is None

@@ -9,7 +9,7 @@ The step is Adagrad with forgetting: each weight's accumulator of squared gradie
 ``grad_decay`` per update before the new square is added (``grad_decay = 1`` is plain Adagrad).
 Plain Adagrad's steps shrink like ``1 / sqrt(t)`` for the bias, the lengths and frequent tokens
 while the Boss, and with it the label, keeps changing; with forgetting a steadily updated weight
-keeps a step of about ``learning_rate * sqrt(1 - grad_decay)``. Unlike RMSprop's
+keeps a step of about ``lr * sqrt(1 - grad_decay)``. Unlike RMSprop's
 ``(1 - decay) * g^2``, the new square enters at full weight, so a first step is never larger
 than Adagrad's.
 
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..option_fields import option
 from .features import SCORING_CHUNK_PAIRS, PairFeatures
 
 STATE_VERSION = 2
@@ -49,11 +50,21 @@ STATE_VERSION = 2
 
 @dataclass
 class AssistantConfig:
-    learning_rate: float = 0.5
-    l2: float = 1e-4
-    grad_decay: float = 0.99
-    loss_mean_decay: float = 0.9
-    confidence_decay: float = 0.95
+    """How the Assistant learns (each field is an ``--autoassist-*`` option)."""
+
+    lr: float = option(0.5, "the Assistant's per-weight (Adagrad-style) step size", minimum=0)
+    l2: float = option(1e-4, "the Assistant's L2 regularization, applied to the weights of the tokens present "
+                       "in each batch (and to the length weights)", minimum=0)
+    grad_decay: float = option(
+        0.999, "the Assistant's forgetting: its per-weight sums of squared gradients decay by this factor per "
+        "update, so steps stay large enough to follow the Boss; 1 is plain Adagrad",
+        minimum=0, maximum=1, exclude_minimum=True)
+    loss_mean_decay: float = option(
+        0.9, "decay of the running mean per-token loss that labels pairs as informative (above it) or trivial",
+        minimum=0, maximum=1)
+    confidence_decay: float = option(
+        0.95, "decay of the moving average of the Assistant's balanced accuracy (its confidence)",
+        minimum=0, maximum=1)
 
 
 def _as_array(value, dtype):
@@ -185,7 +196,7 @@ class Assistant:
             grad = grad + l2 * weights
             accumulator *= cfg.grad_decay
             accumulator += grad * grad
-            weights -= (cfg.learning_rate * grad / (np.sqrt(accumulator) + 1e-8)).astype(np.float32)
+            weights -= (cfg.lr * grad / (np.sqrt(accumulator) + 1e-8)).astype(np.float32)
 
         if self.loss_mean is None:
             self.loss_mean = batch_mean

@@ -1,4 +1,5 @@
-"""The shrinking batch stream (no fairseq import) and its fairseq iterator glue (``iterator``)."""
+"""The shrinking batch stream and data folder checks (no fairseq import), and the fairseq iterator
+glue (``iterator``: corpus access, training order and batching, the epoch iterator)."""
 
 from .batch_stream import EpochSelectionStats, ShrinkingBatchStream
 

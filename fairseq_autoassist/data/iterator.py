@@ -1,14 +1,16 @@
-"""fairseq glue for the shrinking batch stream: corpus access and the epoch batch iterator."""
+"""fairseq glue for the shrinking batch stream: corpus access, the training order and batching, and
+the epoch batch iterator."""
 
 import logging
 import math
 
 import numpy as np
 import torch
-from fairseq.data import iterators
+from fairseq.data import data_utils, iterators
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 from ..assistant import CorpusSide
+from ..errors import AutoAssistConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,63 @@ def corpus_side(indexed_dataset):
     offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(s) for s in sentences])
     return CorpusSide(np.concatenate(sentences) if sentences else np.zeros(0, np.int64), offsets)
+
+
+def training_order(task, dataset, seed, epoch, max_positions, ignore_invalid_inputs):
+    """The training pairs in fairseq's order (as the stock task would batch them), after its size
+    filter; refuses a split that keeps none."""
+    dataset.set_epoch(epoch)
+    with data_utils.numpy_seed(seed + 1):
+        ordered = dataset.ordered_indices()
+    if max_positions is not None:
+        ordered = task.filter_indices_by_size(ordered, dataset, max_positions, ignore_invalid_inputs)
+    ordered = np.asarray(ordered, dtype=np.int64)
+    if len(ordered) == 0:
+        raise AutoAssistConfigError(
+            f"the training split '{task.cfg.train_subset}' has no pairs within "
+            "--max-source-positions/--max-target-positions"
+        )
+    return ordered
+
+
+def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple, ordered):
+    """``make_batches(indices) -> list of index arrays``: fairseq's ``batch_by_size`` (same token budget
+    and bucketing as the stock task) over ``indices`` sorted by padded length.
+
+    A chunk holds only a sample of each length, so sorting it by fairseq's order (source length, then
+    target length) would mix target lengths within a batch and pad a lot; sorting by the padded size
+    ``max(source, target)`` first, fairseq's order breaking ties, keeps chunk batches as full as the
+    baseline's (measured on Multi30K: 135 batches per pass either way).
+    """
+    rank = np.empty(len(dataset), dtype=np.int64)
+    rank[ordered] = np.arange(len(ordered))
+    padded_size = np.maximum(dataset.src_sizes, dataset.tgt_sizes).astype(np.int64)
+    batching_key = padded_size * len(dataset) + rank
+
+    def make_batches(indices):
+        indices = np.asarray(indices, dtype=np.int64)
+        by_length = indices[np.argsort(batching_key[indices], kind="stable")]
+        batches = dataset.batch_by_size(
+            by_length, max_tokens=max_tokens, max_sentences=max_sentences,
+            required_batch_size_multiple=required_batch_size_multiple,
+        )
+        # fairseq drops a final batch whose size is not a multiple of --required-batch-size-multiple
+        # (fairseq issue 5036); once per chunk that would lose many pairs, so the remainder becomes
+        # the last batch, which the stream carries into the next chunk.
+        batched = sum(len(batch) for batch in batches)
+        if batched < len(by_length):
+            batches.append(by_length[batched:])
+        return batches
+
+    return make_batches
+
+
+def pairs_per_chunk(refresh_batches, num_pairs, num_full_batches):
+    """Candidates per selection chunk: about ``refresh_batches`` full batches' worth (global batches,
+    so the refresh interval times the number of ranks), or the whole pass when it is 0."""
+    if refresh_batches == 0:
+        return num_pairs
+    return min(num_pairs, max(1, round(refresh_batches * (num_pairs / max(num_full_batches, 1)))))
 
 
 class _PlannedLengthCountingIterator(iterators.CountingIterator):
@@ -86,12 +145,12 @@ class ShrinkingEpochBatchIterator(iterators.EpochBatchIterator):
     """An EpochBatchIterator whose batches come from a ``ShrinkingBatchStream``.
 
     ``dummy_batch`` (any valid batch) serves fairseq's dummy/OOM-recovery batch. Batches are
-    pulled lazily, and a chunk's selection may be a collective under distributed training, so
-    pass ``buffer_size=0``: a prefetch thread would select chunks outside the training thread.
+    pulled lazily and never prefetched by a thread (no ``--data-buffer-size``): a chunk's selection
+    must run in the training thread, where its broadcasts stay in step with the other ranks'
+    collectives and ``--autoassist-sync`` runs are reproducible.
     """
 
-    def __init__(self, dataset, collate_fn, stream, dummy_batch, seed, num_shards, shard_id,
-                 num_workers, epoch, buffer_size):
+    def __init__(self, dataset, collate_fn, stream, dummy_batch, seed, num_shards, shard_id, num_workers, epoch):
         super().__init__(
             dataset=dataset,
             collate_fn=collate_fn,
@@ -101,7 +160,7 @@ class ShrinkingEpochBatchIterator(iterators.EpochBatchIterator):
             shard_id=shard_id,
             num_workers=num_workers,
             epoch=epoch,
-            buffer_size=buffer_size,
+            buffer_size=0,
             reuse_dataloader=False,
             persistent_workers=False,
         )
@@ -123,6 +182,4 @@ class ShrinkingEpochBatchIterator(iterators.EpochBatchIterator):
             timeout=self.timeout,
             pin_memory=True,
         )
-        if self.buffer_size > 0:
-            itr = iterators.BufferedIterator(self.buffer_size, itr)
         return _PlannedLengthCountingIterator(itr, start=offset, length_fn=sampler.batches_per_shard)

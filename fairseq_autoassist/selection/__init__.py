@@ -1,7 +1,7 @@
-"""Selection policies, their schedule and the seeded draw of kept pairs; no fairseq import."""
+"""Selection policies (``policies``: the registry), their keep rules, schedule and the seeded draw of
+kept pairs; no fairseq import."""
 
 from .keep_rules import (
-    POLICIES,
     SelectionSchedule,
     assistant_keep_probabilities,
     infobatch_keep_probabilities,
@@ -9,12 +9,14 @@ from .keep_rules import (
     uniform_keep_probabilities,
 )
 from .loss_table import LatestLossTable
+from .policies import POLICIES, Policy
 from .sampling import batch_importance_weights, draw_keep_mask, importance_weights, local_generator
 from .selector import SelectionOptions, Selector
 
 __all__ = [
     "POLICIES",
     "LatestLossTable",
+    "Policy",
     "infobatch_keep_probabilities",
     "self_paced_keep_probabilities",
     "SelectionOptions",

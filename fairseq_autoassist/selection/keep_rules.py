@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-POLICIES = ("none", "assistant", "uniform", "infobatch", "spl")
+from ..option_fields import option
 
 
 def _clip(keep_prob, min_keep_prob):
@@ -64,8 +64,10 @@ class SelectionSchedule:
     ``max_update`` is set (> 0) and in epochs otherwise; with neither set there is no annealing.
     """
 
-    warmup_epochs: int = 1
-    anneal_fraction: float = 0.0
+    warmup_epochs: int = option(1, "epochs at the start that train on every pair", minimum=0)
+    anneal_fraction: float = option(
+        0.0, "train on every pair for this final fraction of --max-update (or of --max-epoch when --max-update "
+        "is not set)", minimum=0, maximum=1)
     max_epoch: int = 0
     max_update: int = 0
 

@@ -4,32 +4,52 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .keep_rules import (
-    SelectionSchedule,
-    assistant_keep_probabilities,
-    infobatch_keep_probabilities,
-    self_paced_keep_probabilities,
-    uniform_keep_probabilities,
-)
+from ..option_fields import option
+from .keep_rules import SelectionSchedule
+from .policies import POLICIES, policy_names
 from .sampling import draw_keep_mask
+
+
+def _policy_help():
+    return "which training pairs the Boss sees: " + "; ".join(
+        f"'{policy.name}' ({policy.help})" for policy in POLICIES.values())
 
 
 @dataclass
 class SelectionOptions:
-    policy: str = "assistant"
-    base_prob: float = 0.5
-    min_keep_prob: float = 0.05
-    uniform_keep_prob: float = 0.7
-    importance_weighting: bool = False
-    infobatch_prune_ratio: float = 0.5
-    infobatch_delta: float = 0.875
-    spl_start_fraction: float = 0.5
+    """Which pairs are kept (each field is an ``--autoassist-*`` option)."""
+
+    # A plain str, not a ChoiceEnum: fairseq pickles the config into checkpoints and the dynamic enum
+    # class does not pickle. The registry's names are checked by ``options.validate``.
+    policy: str = option("assistant", _policy_help(), choices=policy_names)
+    base_prob: float = option(
+        0.5, "lowest keep probability of the paper's rule b + (1 - b) p, b = max(base_prob, 1 - confidence); "
+        "confidence is balanced accuracy (0.5 at chance), so at base_prob >= 0.5 the confidence term never acts",
+        minimum=0, maximum=1)
+    min_keep_prob: float = option(
+        0.05, "floor on every pair's keep probability (> 0), which also bounds importance weights by "
+        "1 / min_keep_prob", minimum=0, maximum=1, exclude_minimum=True)
+    uniform_keep_prob: float = option(0.7, "keep probability of the 'uniform' policy", minimum=0, maximum=1,
+                                      exclude_minimum=True)
+    importance_weighting: bool = option(
+        False, "weight each kept pair's loss by 1 / p_keep so that the expected gradient equals the full-data "
+        "gradient (weights scaled to a mean of 1 per target token within each batch, so the gradient keeps "
+        "its scale)")
+    infobatch_prune_ratio: float = option(
+        0.5, "infobatch: share r of the below-mean-loss pairs dropped each pass; the kept ones among them are "
+        "weighted 1 / (1 - r)", minimum=0, maximum=1)
+    infobatch_delta: float = option(
+        0.875, "infobatch: prune during this first fraction of --max-update (or --max-epoch), then train on "
+        "every pair", minimum=0, maximum=1)
+    spl_start_fraction: float = option(
+        0.5, "spl: share of the easiest seen pairs kept at the start; it grows linearly to 1 over --max-update "
+        "(or --max-epoch)", minimum=0, maximum=1)
 
     @property
     def weighted(self):
-        """Whether kept pairs' losses carry importance weights ``1 / p_keep``: InfoBatch is
-        defined with its rescaling; the others weight only when asked."""
-        return self.importance_weighting or self.policy == "infobatch"
+        """Whether kept pairs' losses carry importance weights ``1 / p_keep``: always for a policy defined
+        with its rescaling (InfoBatch), for the others only when asked."""
+        return self.importance_weighting or POLICIES[self.policy].always_weighted
 
 
 class Selector:
@@ -43,9 +63,10 @@ class Selector:
 
     def __init__(self, options: SelectionOptions, schedule: SelectionSchedule, seed: int, worker=None,
                  loss_table=None):
-        if options.policy == "assistant" and worker is None:
-            raise ValueError("the assistant policy needs an Assistant worker")
-        if options.policy in ("infobatch", "spl") and loss_table is None:
+        self.policy = POLICIES[options.policy]
+        if self.policy.needs_assistant and worker is None:
+            raise ValueError(f"the {options.policy} policy needs an Assistant worker")
+        if self.policy.needs_loss_table and loss_table is None:
             raise ValueError(f"the {options.policy} policy needs a loss table")
         self.loss_table = loss_table
         self.options = options
@@ -55,40 +76,10 @@ class Selector:
         self.num_updates = 0
 
     def keep_probabilities(self, indices, epoch):
-        """Per-pair keep probability for ``indices``; all ones outside the selection phase."""
-        if not self.schedule.selection_active(epoch, self.num_updates):
+        """Per-pair keep probability for ``indices``; None (keep every pair) outside the selection phase."""
+        if self.policy.keep is None or not self.schedule.selection_active(epoch, self.num_updates):
             return None
-        policy = self.options.policy
-        if policy == "assistant":
-            if not self.worker.healthy:
-                return None
-            assistant = self.worker.snapshot()
-            return assistant_keep_probabilities(
-                assistant.predict(indices),
-                assistant.confidence,
-                self.options.base_prob,
-                self.options.min_keep_prob,
-            )
-        if policy == "uniform":
-            return uniform_keep_probabilities(
-                len(indices), self.options.uniform_keep_prob, self.options.min_keep_prob
-            )
-        progress = self.schedule.progress(epoch, self.num_updates)
-        if policy == "infobatch":
-            if progress is not None and progress >= self.options.infobatch_delta:
-                return None
-            return infobatch_keep_probabilities(
-                self.loss_table.lookup(indices), self.loss_table.seen_mean(),
-                self.options.infobatch_prune_ratio, self.options.min_keep_prob,
-            )
-        if policy == "spl":
-            start = self.options.spl_start_fraction
-            keep_fraction = start + (1.0 - start) * min(progress or 0.0, 1.0)
-            return self_paced_keep_probabilities(
-                self.loss_table.lookup(indices), self.loss_table.seen_quantile(keep_fraction),
-                self.options.min_keep_prob,
-            )
-        raise ValueError(f"unknown selection policy {policy!r}")
+        return self.policy.keep(self, indices, self.schedule.progress(epoch, self.num_updates))
 
     def select(self, indices, epoch, pass_index, chunk):
         """The kept pairs of ``indices`` and the probability each was kept with (None: all kept)."""

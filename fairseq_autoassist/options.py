@@ -1,0 +1,86 @@
+"""Every ``--autoassist-*`` option, gathered from where it is declared (no fairseq import).
+
+Each option is a field of one core dataclass, declared there once with its default, help text and
+valid values (``option_fields.option``): the selection policy and its rules in
+``selection.SelectionOptions``, when selection runs in ``selection.SelectionSchedule``, the
+Assistant's learning in ``assistant.AssistantConfig``, and the machinery (chunks, worker,
+diagnostics, resume) in ``RuntimeOptions`` below. ``AutoAssistOptions`` prefixes them with
+``autoassist_`` for fairseq (``--autoassist-base-prob`` and so on); ``build`` turns a parsed config
+back into the core dataclass by field name; ``validate`` checks every value with one loop.
+
+``python -m fairseq_autoassist --help`` lists them all (fairseq's ``--help`` omits task options).
+"""
+
+from dataclasses import dataclass, field, make_dataclass
+from typing import Optional
+
+from .assistant import AssistantConfig
+from .errors import AutoAssistConfigError
+from .option_fields import option, option_fields, value_problem
+from .selection import SelectionOptions, SelectionSchedule
+
+PREFIX = "autoassist_"
+
+
+@dataclass
+class RuntimeOptions:
+    """How the selection is run: chunking, the Assistant's worker, diagnostics and resume."""
+
+    refresh_updates: int = option(
+        50, "rescore and reselect pairs every this many (full-size) batches, so no pair is selected with "
+        "Assistant parameters older than about this many updates; 0 selects once per pass. A chunk's partly "
+        "filled last batch is carried into the next chunk, so every batch is full but one per pass",
+        minimum=0)
+    sync: bool = option(
+        False, "update the Assistant in the training thread (deterministic, for tests and debugging) instead "
+        "of a background worker")
+    queue_size: int = option(
+        64, "pending loss batches the background worker holds; when full the oldest is dropped (and counted)",
+        minimum=1)
+    digest_file: Optional[str] = option(
+        None, "diagnostic: append 'epoch, batches, SHA-1 of the epoch's batches' to FILE.rankR after each "
+        "epoch, to check that distributed ranks select alike")
+    loss_log: Optional[str] = option(
+        None, "diagnostic: append every training step's pair ids, per-token losses and keep probabilities "
+        "to FILE (first rank only), for scripts/replay_assistant.py")
+    reset_state: bool = option(
+        False, "ignore AutoAssist state found in the checkpoint and start the Assistant and the selection afresh")
+
+
+GROUPS = (SelectionOptions, SelectionSchedule, AssistantConfig, RuntimeOptions)
+
+AutoAssistOptions = make_dataclass(
+    "AutoAssistOptions",
+    [(PREFIX + f.name, f.type, field(default=f.default, metadata=f.metadata))
+     for group in GROUPS for f in option_fields(group)],
+)
+AutoAssistOptions.__module__ = __name__
+AutoAssistOptions.__doc__ = "Every AutoAssist option with its ``autoassist_`` prefix (see the module docstring)."
+
+
+def flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def validate(cfg):
+    """Refuse option values that cannot work, naming the flag, before any data is loaded."""
+    for f in option_fields(AutoAssistOptions):
+        value = getattr(cfg, f.name)
+        problem = value_problem(value, f.metadata)
+        if problem:
+            raise AutoAssistConfigError(f"{flag(f.name)}={value} {problem}")
+
+
+def build(group, cfg, **fixed):
+    """An instance of the core dataclass ``group`` whose options are read from ``cfg`` by field name;
+    ``fixed`` sets its non-option fields."""
+    return group(**{f.name: getattr(cfg, PREFIX + f.name) for f in option_fields(group)}, **fixed)
+
+
+def option_table():
+    """The Markdown table of every option, its default and its help (the README's table)."""
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    for f in option_fields(AutoAssistOptions):
+        default = "off" if f.default is False else "none" if f.default is None else f"`{f.default}`"
+        rows.append(f"| `{flag(f.name)}` | {default} | {f.metadata['help']} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,117 @@
+"""What the scripts share: the training recipe, model sizes, prepared folders, logged commands and a
+synthetic corpus (no fairseq import).
+
+``scripts/train_multi30k.py``, ``scripts/benchmark.py``, ``scripts/benchmark_overhead.py`` and the
+tests build their ``fairseq-train`` arguments with ``recipe``; ``configs/multi30k.yaml`` is the same
+recipe for ``fairseq-hydra-train`` (a test keeps the two equal).
+"""
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+
+from .errors import AutoAssistConfigError
+
+PLUGIN_DIR = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(PLUGIN_DIR)
+
+# Model sizes: "base" is the 3+3-layer, 256-wide Transformer measured in the project's docs;
+# "small" (2+2 x 128) trains about twice as fast on CPU; "tiny" is for tests.
+ARCHITECTURES = {
+    "base": dict(layers=3, dim=256, ffn=1024, heads=4),
+    "small": dict(layers=2, dim=128, ffn=512, heads=4),
+    "tiny": dict(layers=1, dim=32, ffn=64, heads=2),
+}
+
+
+def recipe(data, save_dir, policy, arch="base", max_epoch=10, max_update=0, max_tokens=4096, lr=5e-4,
+           warmup_updates=400, seed=1, cpu=False, eval_bleu=True, log_interval=20):
+    """fairseq-train arguments; ``policy=None`` gives fairseq's stock ``translation`` task (the
+    baseline), any other value the AutoAssist task with that ``--autoassist-policy``."""
+    size = ARCHITECTURES[arch]
+    task = ["--task", "translation"] if policy is None else [
+        "--task", "autoassist_translation", "--autoassist-policy", policy]
+    args = [
+        str(data),
+        "--user-dir", PLUGIN_DIR,
+        *task,
+        "--arch", "transformer", "--share-all-embeddings",
+        "--encoder-layers", str(size["layers"]), "--decoder-layers", str(size["layers"]),
+        "--encoder-embed-dim", str(size["dim"]), "--decoder-embed-dim", str(size["dim"]),
+        "--encoder-ffn-embed-dim", str(size["ffn"]), "--decoder-ffn-embed-dim", str(size["ffn"]),
+        "--encoder-attention-heads", str(size["heads"]), "--decoder-attention-heads", str(size["heads"]),
+        "--dropout", "0.3", "--weight-decay", "0.0001",
+        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+        "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
+        "--lr", str(lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(warmup_updates),
+        "--max-tokens", str(max_tokens), "--seed", str(seed),
+        "--max-epoch", str(max_epoch), "--max-update", str(max_update),
+        "--save-dir", str(save_dir), "--no-epoch-checkpoints",
+        "--log-format", "simple", "--log-interval", str(log_interval),
+        "--num-workers", "0",
+    ]
+    if eval_bleu:
+        args += [
+            "--eval-bleu", "--eval-bleu-args", '{"beam": 1}', "--eval-bleu-remove-bpe", "sentencepiece",
+            "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
+        ]
+    if cpu:
+        args.append("--cpu")
+    return args
+
+
+def require_prepared(data):
+    """The ``prepare.json`` of a folder written by ``scripts/prepare_multi30k.py``, or an error that
+    says how to get one."""
+    info_path = os.path.join(str(data or ""), "prepare.json")
+    if not os.path.isfile(info_path):
+        raise AutoAssistConfigError(
+            f"{data} is not a prepared data-bin folder (no prepare.json); "
+            "run scripts/prepare_multi30k.py or pass --data"
+        )
+    with open(info_path) as f:
+        return json.load(f)
+
+
+def run_logged(command, log_path, echo=False):
+    """Runs ``command`` with its output appended to ``log_path`` (after a ``# command`` line) and, when
+    ``echo``, to stdout too; returns the exit code."""
+    with open(log_path, "a") as log:
+        log.write("# " + " ".join(command) + "\n")
+        log.flush()
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in process.stdout:
+            if echo:
+                sys.stdout.write(line)
+            log.write(line)
+            log.flush()
+    return process.wait()
+
+
+SYNTHETIC_SPLIT_SIZES = {"train": 400, "val": 40, "test_2016_flickr": 40}
+
+
+def write_synthetic_multi30k(raw_dir, seed=0):
+    """Multi30K-shaped raw files: a word-for-word 'translation' with reordering, train gzipped
+    (for tests and the benchmark's smoke preset)."""
+    rng = random.Random(seed)
+    source_words = [f"wort{i}" for i in range(60)]
+    target_words = {w: f"word{i}" for i, w in enumerate(source_words)}
+    os.makedirs(raw_dir, exist_ok=True)
+    for stem, size in SYNTHETIC_SPLIT_SIZES.items():
+        pairs = []
+        for _ in range(size):
+            sentence = [rng.choice(source_words) for _ in range(rng.randint(3, 12))]
+            pairs.append((" ".join(sentence), " ".join(target_words[w] for w in reversed(sentence))))
+        for lang, column in (("de", 0), ("en", 1)):
+            text = "".join(pair[column] + "\n" for pair in pairs).encode("utf-8")
+            if stem == "train":
+                with gzip.open(os.path.join(raw_dir, f"{stem}.{lang}.gz"), "wb") as f:
+                    f.write(text)
+            else:
+                with open(os.path.join(raw_dir, f"{stem}.{lang}"), "wb") as f:
+                    f.write(text)
+    return raw_dir

@@ -1,0 +1,185 @@
+"""AutoAssist's moving parts for one training run, owned in one place (no fairseq import).
+
+``AutoAssistRuntime`` builds the parts a policy needs (``selection.policies``): the Assistant and its
+worker, the table of each pair's latest loss, the optional loss log, the selector and the shrinking
+batch stream. The fairseq task talks only to it: the stream for batches, ``loss_weights`` and
+``report_losses`` in each training step, ``metrics`` for the logs, ``state_dict`` /
+``load_state_dict`` for checkpoints.
+
+Under distributed training every rank holds a runtime; the first rank's selection of each chunk is
+broadcast and every rank's losses are gathered (``distributed``), so all ranks build the same
+batches and train the same Assistant.
+"""
+
+import logging
+
+import numpy as np
+
+from . import distributed
+from .assistant import Assistant, AssistantConfig
+from .data import ShrinkingBatchStream
+from .errors import AutoAssistConfigError
+from .loss_log import LossLog
+from .options import RuntimeOptions, build
+from .selection import LatestLossTable, SelectionOptions, SelectionSchedule, Selector, batch_importance_weights
+from .selection.policies import POLICIES
+from .worker import AsyncAssistantWorker, SyncAssistantWorker
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_VERSION = 2
+
+
+class AutoAssistRuntime:
+    """
+    Args:
+        cfg: the task's config (every ``autoassist_*`` option, read by field name).
+        candidates: dataset indices eligible for training, in fairseq's order.
+        target_sizes: target length of every dataset index.
+        chunk_pairs: candidates per selection chunk.
+        seed, max_epoch, max_update: fairseq's training settings.
+        make_batches: ``f(indices) -> list of index arrays`` under the token budget.
+        pair_features: ``f() -> PairFeatures``, called only when the policy needs the Assistant.
+        min_batches_per_epoch: the number of ranks.
+    """
+
+    def __init__(self, cfg, candidates, target_sizes, chunk_pairs, seed, max_epoch, max_update, make_batches,
+                 pair_features, min_batches_per_epoch=1):
+        self.policy = POLICIES[cfg.autoassist_policy]
+        self.runtime_options = build(RuntimeOptions, cfg)
+        self.worker = self._build_worker(cfg, pair_features()) if self.policy.needs_assistant else None
+        self.loss_table = LatestLossTable(len(target_sizes)) if self.policy.needs_loss_table else None
+        self.loss_log = None
+        if self.runtime_options.loss_log and distributed.rank() == 0:
+            self.loss_log = LossLog(self.runtime_options.loss_log)
+        self.selector = Selector(
+            build(SelectionOptions, cfg),
+            build(SelectionSchedule, cfg, max_epoch=max_epoch or 0, max_update=max_update or 0),
+            seed=seed, worker=self.worker, loss_table=self.loss_table,
+        )
+        self.stream = ShrinkingBatchStream(
+            candidates, target_sizes, chunk_pairs, seed, make_batches, self._select_on_every_rank,
+            on_epoch_complete=self._record_epoch_digest, min_batches_per_epoch=min_batches_per_epoch,
+        )
+        self.corpus_mean_target_length = float(np.mean(target_sizes[candidates]))
+
+    def _build_worker(self, cfg, features):
+        assistant = Assistant(features, build(AssistantConfig, cfg))
+        if self.runtime_options.sync:
+            return SyncAssistantWorker(assistant)
+        return AsyncAssistantWorker(assistant, queue_size=self.runtime_options.queue_size)
+
+    @property
+    def _loss_consumers(self):
+        return [c for c in (self.worker, self.loss_table, self.loss_log) if c is not None]
+
+    # ------------------------------------------------------------ selection
+    def _select_on_every_rank(self, indices, epoch, pass_index, chunk):
+        """The selector's choice; under distributed training the first rank's, broadcast."""
+        if distributed.world_size() == 1:
+            return self.selector.select(indices, epoch, pass_index, chunk)
+        kept, keep_prob = (None, None)
+        if distributed.rank() == 0:
+            kept, keep_prob = self.selector.select(indices, epoch, pass_index, chunk)
+        kept = distributed.broadcast_from_first_rank(kept, np.int64)
+        keep_prob = distributed.broadcast_from_first_rank(
+            np.zeros(0, np.float32) if keep_prob is None else keep_prob, np.float32
+        )
+        return kept, (keep_prob if len(keep_prob) == len(kept) and len(kept) else None)
+
+    def _record_epoch_digest(self, epoch, num_batches, digest):
+        logger.info("AutoAssist: epoch %d has %d global batches, selection digest %s", epoch, num_batches, digest)
+        if self.runtime_options.digest_file:
+            with open(f"{self.runtime_options.digest_file}.rank{distributed.rank()}", "a") as f:
+                f.write(f"{epoch}\t{num_batches}\t{digest}\n")
+
+    # ------------------------------------------------------------ training steps
+    def set_num_updates(self, num_updates):
+        """Keeps update-based schedules (annealing, InfoBatch's delta, SPL's pace) current."""
+        self.selector.num_updates = num_updates
+
+    def loss_weights(self, ids, target_lengths):
+        """Per-pair loss weights of a batch (importance weights, see ``batch_importance_weights``),
+        or None when the policy does not weight."""
+        if not self.selector.options.weighted:
+            return None
+        return batch_importance_weights(self.stream.pair_keep_prob[ids], target_lengths)
+
+    @property
+    def wants_losses(self):
+        return bool(self._loss_consumers)
+
+    def report_losses(self, ids, per_token_losses):
+        """A step's per-token losses (every rank's, when distributed) to the Assistant, the loss table
+        and the loss log, with the probability each pair was kept with. A collective when distributed:
+        every rank calls it once per step, a dummy batch with empty arrays."""
+        if distributed.world_size() > 1:
+            ids, per_token_losses = distributed.all_gather_pairs(ids, per_token_losses)
+        if not len(ids):
+            return
+        # Every rank iterates the whole global batch list, so each holds every pair's probability.
+        keep_prob = self.stream.pair_keep_prob[ids]
+        for consumer in self._loss_consumers:
+            consumer.submit(ids, per_token_losses, keep_prob)
+
+    # ------------------------------------------------------------ logs
+    def metrics(self):
+        """Plain scalars for fairseq's training logs (see the README's "What the logs show")."""
+        stats = self.stream.latest_stats
+        out = {
+            "aa_kept": stats.kept_pairs / max(stats.candidate_pairs, 1),
+            "aa_kept_tok": stats.kept_tokens / max(stats.candidate_tokens, 1),
+            "aa_kept_len": stats.kept_tokens / max(stats.kept_pairs, 1),
+            "aa_corpus_len": self.corpus_mean_target_length,
+        }
+        if self.worker is not None:
+            w = self.worker.stats()
+            out.update({
+                "aa_acc": w["accuracy"],
+                "aa_conf": w["confidence"],
+                "aa_pos_rate": w["positive_rate"],
+                "aa_loss_mean": w["loss_mean"],
+                "aa_dropped": w["dropped"],
+                "aa_healthy": float(w["healthy"]),
+            })
+        return out
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self, consumed_global_batches):
+        state = {
+            "version": CHECKPOINT_VERSION,
+            "policy": self.policy.name,
+            "stream": self.stream.state_dict(consumed_global_batches),
+        }
+        if self.worker is not None:
+            state["assistant"] = self.worker.state_dict()
+        if self.loss_table is not None:
+            state["loss_table"] = self.loss_table.state_dict()
+        return state
+
+    def load_state_dict(self, state):
+        """Restores a checkpoint's state, or raises ``AutoAssistConfigError`` naming the way out."""
+        problem = self._state_problem(state)
+        if problem is None:
+            try:
+                self.stream.load_state_dict(state["stream"])
+                if self.worker is not None:
+                    self.worker.load_state_dict(state["assistant"])
+                if self.loss_table is not None:
+                    self.loss_table.load_state_dict(state["loss_table"])
+            except (KeyError, ValueError, TypeError, IndexError) as error:
+                problem = f"is corrupt ({type(error).__name__}: {error})"
+        if problem:
+            raise AutoAssistConfigError(
+                f"the checkpoint's AutoAssist state {problem}; restart AutoAssist with "
+                "--autoassist-reset-state (the Boss's weights are still loaded)"
+            )
+
+    def _state_problem(self, state):
+        if state.get("version") != CHECKPOINT_VERSION:
+            return f"has version {state.get('version')!r}, this release reads version {CHECKPOINT_VERSION}"
+        if state.get("policy") != self.policy.name:
+            return f"was written with --autoassist-policy {state.get('policy')}, not {self.policy.name}"
+        if "stream" not in state:
+            return "has no selection stream"
+        return None

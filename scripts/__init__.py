@@ -1,0 +1,1 @@
+"""Command-line scripts; importable as ``scripts.NAME`` from the repository root (for the tests)."""

@@ -1,0 +1,81 @@
+"""Every option declared once, checked by one loop, documented from the code; data folder checks."""
+
+import os
+import re
+from dataclasses import fields, replace
+
+import pytest
+
+from fairseq_autoassist.assistant import AssistantConfig
+from fairseq_autoassist.data.folders import check_data_folders, check_split
+from fairseq_autoassist.errors import AutoAssistConfigError
+from fairseq_autoassist.option_fields import option_fields
+from fairseq_autoassist.options import GROUPS, AutoAssistOptions, RuntimeOptions, build, option_table, validate
+from fairseq_autoassist.selection import POLICIES, SelectionOptions, SelectionSchedule
+
+from .conftest import ROOT
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("autoassist_base_prob", 1.5, "--autoassist-base-prob=1.5 is outside [0, 1]"),
+        ("autoassist_min_keep_prob", 0.0, "--autoassist-min-keep-prob=0.0 is outside (0, 1]"),
+        ("autoassist_grad_decay", 0.0, "--autoassist-grad-decay=0.0 is outside (0, 1]"),
+        ("autoassist_refresh_updates", -1, "--autoassist-refresh-updates=-1 must be >= 0"),
+        ("autoassist_queue_size", 0, "--autoassist-queue-size=0 must be >= 1"),
+        ("autoassist_policy", "bogus", "--autoassist-policy=bogus is unknown; choose one of assistant, uniform"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_flag(name, value, message):
+    with pytest.raises(AutoAssistConfigError, match=re.escape(message)):
+        validate(replace(AutoAssistOptions(), **{name: value}))
+
+
+def test_the_defaults_are_valid_and_every_option_has_help():
+    validate(AutoAssistOptions())
+    for f in option_fields(AutoAssistOptions):
+        assert f.name.startswith("autoassist_") and len(f.metadata["help"]) > 20
+
+
+def test_every_option_is_declared_once_and_builds_its_core_dataclass():
+    names = [f.name for group in GROUPS for f in option_fields(group)]
+    assert len(names) == len(set(names))
+    assert [f.name for f in option_fields(AutoAssistOptions)] == ["autoassist_" + n for n in names]
+    cfg = replace(AutoAssistOptions(), autoassist_grad_decay=0.5, autoassist_policy="uniform",
+                  autoassist_warmup_epochs=3, autoassist_queue_size=7)
+    assert build(AssistantConfig, cfg).grad_decay == 0.5
+    assert build(SelectionOptions, cfg).policy == "uniform"
+    assert build(SelectionSchedule, cfg, max_update=10) == SelectionSchedule(warmup_epochs=3, max_update=10)
+    assert build(RuntimeOptions, cfg).queue_size == 7
+    # Defaults come from the core dataclasses themselves.
+    assert AutoAssistOptions().autoassist_lr == AssistantConfig().lr
+    assert {f.name for f in fields(SelectionSchedule)} - {f.name for f in option_fields(SelectionSchedule)} == {
+        "max_epoch", "max_update"}
+
+
+def test_every_policy_is_a_valid_choice():
+    for name in POLICIES:
+        validate(replace(AutoAssistOptions(), autoassist_policy=name))
+
+
+def test_the_readme_lists_every_option_as_the_code_declares_it():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert option_table() in readme
+
+
+def test_data_folder_problems_name_the_fix(tmp_path):
+    with pytest.raises(AutoAssistConfigError, match="does not exist; pass a prepared data-bin folder"):
+        check_data_folders(str(tmp_path / "nowhere"), "de", "en")
+    with pytest.raises(AutoAssistConfigError, match=r"dict\.de\.txt is missing; binarize with fairseq-preprocess"):
+        check_data_folders(str(tmp_path), "de", "en")
+    for lang in ("de", "en"):
+        (tmp_path / f"dict.{lang}.txt").write_text("a 1\n")
+    check_data_folders(str(tmp_path), "de", "en")
+    with pytest.raises(AutoAssistConfigError, match="split 'nosuchsplit' is missing from"):
+        check_split(str(tmp_path), "nosuchsplit", "de", "en")
+    (tmp_path / "train.de-en.de.idx").write_bytes(b"x")
+    (tmp_path / "train.de-en.de.bin").write_bytes(b"")
+    with pytest.raises(AutoAssistConfigError, match="the split 'train' in .* has no sentence pairs"):
+        check_split(str(tmp_path), "train", "de", "en")

@@ -1,0 +1,91 @@
+"""The shared training recipe: configs/multi30k.yaml states the same settings as recipe()."""
+
+import os
+
+import pytest
+import yaml
+
+from fairseq_autoassist.errors import AutoAssistConfigError
+from fairseq_autoassist.recipes import ARCHITECTURES, recipe, require_prepared
+
+from .conftest import ROOT
+
+# configs/multi30k.yaml key path -> fairseq-train flag of recipe()
+YAML_TO_FLAG = {
+    ("common", "log_interval"): "--log-interval",
+    ("common", "seed"): "--seed",
+    ("task", "_name"): "--task",
+    ("task", "autoassist_policy"): "--autoassist-policy",
+    ("task", "eval_bleu_args"): "--eval-bleu-args",
+    ("task", "eval_bleu_remove_bpe"): "--eval-bleu-remove-bpe",
+    ("model", "_name"): "--arch",
+    ("model", "dropout"): "--dropout",
+    ("model", "encoder", "layers"): "--encoder-layers",
+    ("model", "encoder", "embed_dim"): "--encoder-embed-dim",
+    ("model", "encoder", "ffn_embed_dim"): "--encoder-ffn-embed-dim",
+    ("model", "encoder", "attention_heads"): "--encoder-attention-heads",
+    ("model", "decoder", "layers"): "--decoder-layers",
+    ("model", "decoder", "embed_dim"): "--decoder-embed-dim",
+    ("model", "decoder", "ffn_embed_dim"): "--decoder-ffn-embed-dim",
+    ("model", "decoder", "attention_heads"): "--decoder-attention-heads",
+    ("criterion", "_name"): "--criterion",
+    ("criterion", "label_smoothing"): "--label-smoothing",
+    ("optimizer", "_name"): "--optimizer",
+    ("optimizer", "adam_betas"): "--adam-betas",
+    ("optimizer", "weight_decay"): "--weight-decay",
+    ("lr_scheduler", "_name"): "--lr-scheduler",
+    ("lr_scheduler", "warmup_updates"): "--warmup-updates",
+    ("optimization", "lr"): "--lr",
+    ("optimization", "max_epoch"): "--max-epoch",
+    ("optimization", "clip_norm"): "--clip-norm",
+    ("dataset", "max_tokens"): "--max-tokens",
+    ("dataset", "num_workers"): "--num-workers",
+    ("checkpoint", "best_checkpoint_metric"): "--best-checkpoint-metric",
+}
+YAML_SWITCHES = {
+    ("model", "share_all_embeddings"): "--share-all-embeddings",
+    ("task", "eval_bleu"): "--eval-bleu",
+    ("checkpoint", "no_epoch_checkpoints"): "--no-epoch-checkpoints",
+    ("checkpoint", "maximize_best_checkpoint_metric"): "--maximize-best-checkpoint-metric",
+}
+
+
+def _lookup(config, path):
+    for key in path:
+        config = config[key]
+    return config
+
+
+def _flag_values(args):
+    values = {}
+    for position, arg in enumerate(args):
+        if arg.startswith("--"):
+            following = args[position + 1] if position + 1 < len(args) else None
+            values[arg] = None if following is None or following.startswith("--") else following
+    return values
+
+
+def _same(yaml_value, flag_value):
+    if isinstance(yaml_value, list):
+        yaml_value = yaml_value[0]
+    if isinstance(yaml_value, (int, float)) and not isinstance(yaml_value, bool):
+        return float(yaml_value) == float(flag_value)
+    return str(yaml_value) == flag_value
+
+
+def test_the_hydra_config_is_the_recipe():
+    with open(os.path.join(ROOT, "configs", "multi30k.yaml")) as f:
+        config = yaml.safe_load(f)
+    flags = _flag_values(recipe("DATA", "SAVE", "assistant"))
+    for path, flag in YAML_TO_FLAG.items():
+        assert _same(_lookup(config, path), flags[flag]), (path, _lookup(config, path), flags[flag])
+    for path, flag in YAML_SWITCHES.items():
+        assert _lookup(config, path) is True and flag in flags, path
+    assert ARCHITECTURES["base"]["layers"] == config["model"]["encoder"]["layers"]
+
+
+def test_a_folder_without_prepare_json_is_not_prepared(tmp_path):
+    with pytest.raises(AutoAssistConfigError, match=r"is not a prepared data-bin folder \(no prepare.json\); run scripts/prepare_multi30k.py"):
+        require_prepared(str(tmp_path))
+    (tmp_path / "prepare.json").write_text('{"source": "de", "target": "en"}')
+    assert require_prepared(str(tmp_path))["target"] == "en"

@@ -1,0 +1,80 @@
+"""One run's AutoAssist parts (runtime.py): wiring by policy, losses in, weights out, checkpoint state."""
+
+import functools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from fairseq_autoassist.errors import AutoAssistConfigError
+from fairseq_autoassist.loss_log import read_loss_log
+from fairseq_autoassist.options import AutoAssistOptions
+from fairseq_autoassist.runtime import AutoAssistRuntime
+
+from .synthetic import padded_token_budget_batches, random_features
+
+NUM_PAIRS = 300
+
+
+def make_runtime(policy="assistant", **options):
+    features = random_features(num_pairs=NUM_PAIRS, seed=5)
+    sizes = features.target.lengths
+    cfg = replace(AutoAssistOptions(), autoassist_policy=policy, autoassist_sync=True, **options)
+    return AutoAssistRuntime(cfg, np.arange(NUM_PAIRS), sizes, chunk_pairs=60, seed=1, max_epoch=0, max_update=0,
+                             make_batches=functools.partial(padded_token_budget_batches, sizes=sizes, max_tokens=200),
+                             pair_features=lambda: features)
+
+
+def train_epoch(runtime, epoch, rng):
+    """Every batch of an epoch reports random losses, as the task's train_step does."""
+    for batch in runtime.stream.iterate_epoch(epoch):
+        runtime.report_losses(batch, rng.gamma(2.0, 1.0, size=len(batch)))
+
+
+def test_each_policy_gets_the_parts_it_needs():
+    assistant, infobatch, uniform = make_runtime("assistant"), make_runtime("infobatch"), make_runtime("uniform")
+    assert assistant.worker is not None and assistant.loss_table is None
+    assert infobatch.worker is None and infobatch.loss_table is not None
+    assert uniform.worker is None and uniform.loss_table is None and not uniform.wants_losses
+
+
+def test_weights_only_for_a_weighting_policy_and_scaled_per_batch():
+    rng = np.random.default_rng(0)
+    plain, weighted = make_runtime("uniform"), make_runtime("uniform", autoassist_importance_weighting=True)
+    for runtime in (plain, weighted):
+        train_epoch(runtime, 1, rng)
+        batch = next(iter(runtime.stream.iterate_epoch(2)))
+    assert plain.loss_weights(batch, np.full(len(batch), 10)) is None
+    tokens = rng.integers(3, 20, size=len(batch))
+    weights = weighted.loss_weights(batch, tokens)
+    assert np.sum(weights * tokens) == pytest.approx(tokens.sum(), rel=1e-5)
+
+
+def test_reported_losses_reach_every_consumer_with_their_keep_probabilities(tmp_path):
+    log = tmp_path / "losses.npy"
+    runtime = make_runtime("assistant", autoassist_base_prob=0.0, autoassist_loss_log=str(log))
+    rng = np.random.default_rng(1)
+    train_epoch(runtime, 1, rng)
+    train_epoch(runtime, 2, rng)
+    assert runtime.worker.stats()["updates"] > 0
+    records = list(read_loss_log(str(log)))
+    assert sum(len(ids) for ids, _, _ in records) >= NUM_PAIRS
+    ids, _, keep_prob = records[-1]
+    np.testing.assert_allclose(keep_prob, runtime.stream.pair_keep_prob[ids])
+    assert np.all(keep_prob < 1.0)
+
+
+def test_checkpoint_state_round_trips_and_a_wrong_one_names_the_reset_flag():
+    rng = np.random.default_rng(2)
+    runtime = make_runtime("assistant")
+    train_epoch(runtime, 1, rng)
+    state = runtime.state_dict(consumed_global_batches=0)
+    restored = make_runtime("assistant")
+    restored.load_state_dict(state)
+    np.testing.assert_array_equal(restored.worker.predict(np.arange(20)), runtime.worker.predict(np.arange(20)))
+    with pytest.raises(AutoAssistConfigError, match="has version 99, .*--autoassist-reset-state"):
+        restored.load_state_dict({**state, "version": 99})
+    with pytest.raises(AutoAssistConfigError, match="was written with --autoassist-policy assistant, not uniform"):
+        make_runtime("uniform").load_state_dict(state)
+    with pytest.raises(AutoAssistConfigError, match=r"is corrupt \(KeyError"):
+        make_runtime("assistant").load_state_dict({k: v for k, v in state.items() if k != "assistant"})
