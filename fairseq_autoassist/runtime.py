@@ -12,6 +12,7 @@ batches and train the same Assistant.
 """
 
 import logging
+import time
 
 import numpy as np
 
@@ -21,7 +22,14 @@ from .data import ShrinkingBatchStream
 from .errors import AutoAssistConfigError
 from .loss_log import LossLog
 from .options import RuntimeOptions, build
-from .selection import LatestLossTable, SelectionOptions, SelectionSchedule, Selector, batch_importance_weights
+from .selection import (
+    LatestLossTable,
+    LossHistory,
+    SelectionOptions,
+    SelectionSchedule,
+    Selector,
+    batch_importance_weights,
+)
 from .selection.policies import POLICIES
 from .worker import AsyncAssistantWorker, SyncAssistantWorker
 
@@ -40,20 +48,28 @@ class AutoAssistRuntime:
         seed, max_epoch, max_update: fairseq's training settings.
         make_batches: ``f(indices) -> list of index arrays`` under the token budget.
         pair_features: ``f() -> PairFeatures``, called only when the policy needs the Assistant.
+        steps_per_pass: training steps of one unfiltered pass (full global batches / ranks).
         min_batches_per_epoch: the number of ranks.
     """
 
     def __init__(self, cfg, candidates, target_sizes, chunk_pairs, seed, max_epoch, max_update, make_batches,
-                 pair_features, min_batches_per_epoch=1):
+                 pair_features, steps_per_pass=1, min_batches_per_epoch=1):
         self.policy = POLICIES[cfg.autoassist_policy]
         self.runtime_options = build(RuntimeOptions, cfg)
+        selection_options = build(SelectionOptions, cfg)
         self.worker = self._build_worker(cfg, pair_features()) if self.policy.needs_assistant else None
-        self.loss_table = LatestLossTable(len(target_sizes)) if self.policy.needs_loss_table else None
+        self.loss_table = None
+        if self.policy.learns_progress:
+            self.loss_table = LossHistory(
+                len(target_sizes), mean_decay=cfg.autoassist_loss_mean_decay,
+                fresh_steps=round(selection_options.progress_fresh_passes * steps_per_pass))
+        elif self.policy.needs_loss_table:
+            self.loss_table = LatestLossTable(len(target_sizes))
         self.loss_log = None
         if self.runtime_options.loss_log and distributed.rank() == 0:
             self.loss_log = LossLog(self.runtime_options.loss_log)
         self.selector = Selector(
-            build(SelectionOptions, cfg),
+            selection_options,
             build(SelectionSchedule, cfg, max_epoch=max_epoch or 0, max_update=max_update or 0),
             seed=seed, worker=self.worker, loss_table=self.loss_table,
         )
@@ -62,6 +78,7 @@ class AutoAssistRuntime:
             on_epoch_complete=self._record_epoch_digest, min_batches_per_epoch=min_batches_per_epoch,
         )
         self.corpus_mean_target_length = float(np.mean(target_sizes[candidates]))
+        self.selection_cpu_seconds = 0.0
 
     def _build_worker(self, cfg, features):
         assistant = Assistant(features, build(AssistantConfig, cfg))
@@ -75,6 +92,13 @@ class AutoAssistRuntime:
 
     # ------------------------------------------------------------ selection
     def _select_on_every_rank(self, indices, epoch, pass_index, chunk):
+        started = time.thread_time()
+        try:
+            return self._select(indices, epoch, pass_index, chunk)
+        finally:
+            self.selection_cpu_seconds += time.thread_time() - started
+
+    def _select(self, indices, epoch, pass_index, chunk):
         """The selector's choice; under distributed training the first rank's, broadcast."""
         if distributed.world_size() == 1:
             return self.selector.select(indices, epoch, pass_index, chunk)
@@ -119,8 +143,19 @@ class AutoAssistRuntime:
             return
         # Every rank iterates the whole global batch list, so each holds every pair's probability.
         keep_prob = self.stream.pair_keep_prob[ids]
-        for consumer in self._loss_consumers:
-            consumer.submit(ids, per_token_losses, keep_prob)
+        for consumer in (self.loss_table, self.loss_log):
+            if consumer is not None:
+                consumer.submit(ids, per_token_losses, keep_prob)
+        if self.worker is None:
+            return
+        if self.policy.learns_progress:
+            # The label needs two visits: the Assistant learns from the pairs that have them.
+            labels = self.loss_table.learning_labels(ids)
+            labelled = np.isfinite(labels)
+            if labelled.any():
+                self.worker.submit(ids[labelled], per_token_losses[labelled], keep_prob[labelled], labels[labelled])
+        else:
+            self.worker.submit(ids, per_token_losses, keep_prob)
 
     # ------------------------------------------------------------ logs
     def metrics(self):
@@ -131,6 +166,10 @@ class AutoAssistRuntime:
             "aa_kept_tok": stats.kept_tokens / max(stats.candidate_tokens, 1),
             "aa_kept_len": stats.kept_tokens / max(stats.kept_pairs, 1),
             "aa_corpus_len": self.corpus_mean_target_length,
+            # CPU seconds so far: choosing pairs (scoring, drawing, batching; training thread), the whole
+            # process (every thread), and below the Assistant's updates (its own thread).
+            "aa_cpu_select": self.selection_cpu_seconds,
+            "aa_cpu_process": time.process_time(),
         }
         if self.worker is not None:
             w = self.worker.stats()
@@ -141,6 +180,7 @@ class AutoAssistRuntime:
                 "aa_loss_mean": w["loss_mean"],
                 "aa_dropped": w["dropped"],
                 "aa_healthy": float(w["healthy"]),
+                "aa_cpu_assistant": w["cpu_seconds"],
             })
         return out
 

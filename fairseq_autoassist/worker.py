@@ -2,13 +2,15 @@
 
 Calling contract (both classes):
 
-* ``submit(ids, per_token_losses, keep_prob=None)`` from the training loop after each Boss step,
-  with the probability each pair was kept with (see ``Assistant.update``); never blocks
+* ``submit(ids, per_token_losses, keep_prob=None, labels=None)`` from the training loop after each
+  Boss step, with the probability each pair was kept with and optional labels (see
+  ``Assistant.update``); never blocks
   for longer than a queue append. The async worker keeps at most ``queue_size`` pending batches;
   when full, the oldest pending batch is dropped and counted in ``dropped``.
 * ``predict(ids)`` scores pairs with a consistent snapshot of the Assistant's parameters (the
   update lock is held only while the O(vocabulary) parameters are copied).
-* ``stats()`` returns plain scalars for logging.
+* ``stats()`` returns plain scalars for logging, among them ``cpu_seconds``: the CPU time spent in
+  the Assistant's updates (measured per thread, so machine noise and the Boss's threads do not count).
 * ``state_dict()`` / ``load_state_dict()`` checkpoint the Assistant; the async worker first
   drains its queue so that a saved state holds every loss reported before the save.
 
@@ -21,6 +23,7 @@ import collections
 import copy
 import logging
 import threading
+import time
 
 import numpy as np
 
@@ -36,9 +39,15 @@ class SyncAssistantWorker:
         self.assistant = assistant
         self.dropped = 0
         self.healthy = True
+        self.cpu_seconds = 0.0
 
-    def submit(self, ids, per_token_losses, keep_prob=None):
-        self.assistant.update(ids, per_token_losses, keep_prob)
+    def submit(self, ids, per_token_losses, keep_prob=None, labels=None):
+        self._timed_update(ids, per_token_losses, keep_prob, labels)
+
+    def _timed_update(self, *feedback):
+        started = time.thread_time()
+        self.assistant.update(*feedback)
+        self.cpu_seconds += time.thread_time() - started
 
     def snapshot(self):
         return self.assistant
@@ -60,6 +69,7 @@ class SyncAssistantWorker:
             "updates": a.num_updates,
             "dropped": self.dropped,
             "healthy": self.healthy,
+            "cpu_seconds": self.cpu_seconds,
         }
 
     def state_dict(self):
@@ -87,7 +97,7 @@ class AsyncAssistantWorker(SyncAssistantWorker):
         self._thread = threading.Thread(target=self._run, name="autoassist-assistant", daemon=True)
         self._thread.start()
 
-    def submit(self, ids, per_token_losses, keep_prob=None):
+    def submit(self, ids, per_token_losses, keep_prob=None, labels=None):
         if not self.healthy:
             return
         with self._cond:
@@ -96,7 +106,8 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                 self.dropped += 1
                 self._drops_since_progress += 1
             self._pending.append((np.asarray(ids), np.asarray(per_token_losses),
-                                  None if keep_prob is None else np.asarray(keep_prob)))
+                                  None if keep_prob is None else np.asarray(keep_prob),
+                                  None if labels is None else np.asarray(labels)))
             self._cond.notify()
             stalled = self._drops_since_progress > STALL_DROPS * self._queue_size
         if stalled:
@@ -113,7 +124,7 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                     feedback = self._pending.popleft()
                     self._busy = True
                 with self._update_lock:
-                    self.assistant.update(*feedback)
+                    self._timed_update(*feedback)
                 with self._cond:
                     self._busy = False
                     self._drops_since_progress = 0

@@ -6,18 +6,23 @@
     python scripts/benchmark.py --preset multi30k-quick ... --arms baseline assistant --seeds 1 2
 
 Every arm uses the same model, optimizer, learning-rate schedule, batch size, seeds and number of
-updates (the recipe of scripts/train_multi30k.py with the preset's --max-update and no epoch limit);
-arms and seeds run one after another, never concurrently. Each run lives in
-OUT/runs/ARM-seedS/; a run that finished (its test BLEU is written) is skipped, an interrupted one
-resumes from its last checkpoint, so rerunning the same command continues where it stopped.
+updates (the recipe of fairseq_autoassist/recipes.py with the preset's --max-update and no epoch limit),
+except the budget-matched baselines (``baseline-cosine-0.6``/``-0.8``: a fraction of the updates, the
+learning rate decaying to 0 there); arms and seeds run one after another, never concurrently. Each run
+lives in OUT/runs/ARM-seedS/; a run that finished (its test BLEU is written, atomically) is skipped, an
+interrupted one resumes from its last checkpoint (repaired from the best one when a kill truncated
+it), so rerunning the same command after a kill at any moment continues where it stopped.
 
-Per arm, seed and epoch it records training wall time without validation (fairseq's train_wall),
-cumulative target tokens and updates, validation loss and BLEU (greedy) and the kept share; at the
-end the test BLEU (beam 5) of the best checkpoint. Derived figures, against the baseline of the same
-seed: time and tokens to reach the baseline's best validation BLEU, BLEU at the baseline's training
-time, time per update; mean and spread over seeds. Outputs: OUT/results.json (every measurement),
-OUT/results.md (the table and the command), OUT/bleu_vs_time.png, OUT/bleu_vs_tokens.png,
-OUT/kept_share.png.
+Per arm, seed and epoch it records training wall time without validation (fairseq's train_wall,
+restored from the checkpoint on resume), cumulative target tokens and updates, validation loss and
+BLEU (greedy) and the kept share; with --validate-interval-updates also every validation by update
+count; at the end the test BLEU (beam 5) of the best checkpoint. Derived figures, against the baseline
+of the same seed: time and tokens to reach the baseline's best validation BLEU, BLEU at the baseline's
+training time, time per update; at equal update counts, updates to the baseline's best, BLEU by 0.6 and
+0.8 of the budget, whether the arm beats the 0.8 budget-matched baseline, and the baseline's plateau;
+mean and spread over seeds. Time figures are only meaningful from a run that had the machine to itself.
+Outputs: OUT/results.json (every measurement), OUT/results.md (the tables and the command),
+OUT/bleu_vs_time.png, OUT/bleu_vs_tokens.png, OUT/kept_share.png.
 """
 
 import argparse
@@ -25,17 +30,29 @@ import json
 import logging
 import os
 import re
+import shutil
 import statistics
-import subprocess
 import sys
 
 from fairseq_autoassist.errors import AutoAssistConfigError
-from fairseq_autoassist.recipes import ROOT, recipe, require_prepared, run_logged, write_synthetic_multi30k
+from fairseq_autoassist.recipes import (
+    ROOT,
+    recipe,
+    require_prepared,
+    run_logged,
+    write_atomically,
+    write_synthetic_multi30k,
+)
 
 logger = logging.getLogger("benchmark")
 
+# ``budget``: a budget-matched baseline trains for this fraction of the preset's updates with a cosine
+# schedule whose learning rate reaches 0 exactly there ("No Train No Gain", NeurIPS 2023): a rule saves
+# time only if it reaches the full baseline's best BLEU before such a baseline of the same budget does.
 ARMS = {
     "baseline": {"policy": None},  # fairseq's stock translation task
+    "baseline-cosine-0.6": {"policy": None, "lr_scheduler": "cosine", "budget": 0.6},
+    "baseline-cosine-0.8": {"policy": None, "lr_scheduler": "cosine", "budget": 0.8},
     "assistant": {"policy": "assistant"},
     "assistant-iw": {"policy": "assistant", "extra": ["--autoassist-importance-weighting"]},
     "infobatch": {"policy": "infobatch"},
@@ -46,17 +63,25 @@ ARMS = {
 # Every arm gets the same number of updates (``max_update``; no epoch limit), so an arm that drops
 # pairs runs more, shorter epochs in about the same time and the curves compare at equal cost.
 # ``bleu_levels``: the fixed validation BLEU levels whose time and token ratios are reported.
+QUICK_ARMS = ["baseline", "assistant", "assistant-iw", "infobatch", "uniform", "spl"]
 PRESETS = {
     # Tiny synthetic data written by the benchmark itself: exercises the whole pipeline in minutes.
     "smoke": dict(arch="tiny", max_update=60, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1],
-                  bleu_levels=[0.1]),
+                  bleu_levels=[0.1], arms=list(ARMS), validate_interval_updates=20),
     # About 10 minutes per arm and seed on 2 CPU cores, so that all six arms and two seeds fit in about
     # two hours: four epochs of the full corpus at 2,048 tokens per batch.
     "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
-                           seeds=[1, 2], bleu_levels=[10, 15, 20]),
+                           seeds=[1, 2], bleu_levels=[10, 15, 20], arms=QUICK_ARMS),
+    # Long training on 2 CPU cores, about 70 minutes per arm and seed: the quick preset's model and recipe
+    # for 8,000 updates (about 30 baseline epochs), validated every 500 updates. The budget is provisional
+    # until a baseline run shows its plateau (validation BLEU gaining under 0.5 over the last quarter).
+    "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                          seeds=[1, 2], bleu_levels=[20, 25, 30], validate_interval_updates=500,
+                          arms=["baseline", "baseline-cosine-0.6", "baseline-cosine-0.8", "assistant", "uniform",
+                                "infobatch"]),
     # The paper-like recipe, for a GPU: 40 epochs of the full corpus (135 batches of 4,096 tokens each).
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
-                          seeds=[1, 2, 3], bleu_levels=[20, 30, 35]),
+                          seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
 }
 
 
@@ -69,9 +94,10 @@ def training_args(arm, data, save_dir, preset, seed, cpu):
     spec = ARMS[arm]
     interval = preset.get("validate_interval_updates", 0)
     return recipe(
-        data, save_dir, spec["policy"], arch=preset["arch"], max_epoch=0, max_update=preset["max_update"],
-        max_tokens=preset["max_tokens"], lr=preset["lr"], warmup_updates=preset["warmup_updates"],
-        seed=seed, cpu=cpu, eval_bleu=True,
+        data, save_dir, spec["policy"], arch=preset["arch"], max_epoch=0,
+        max_update=round(spec.get("budget", 1.0) * preset["max_update"]), max_tokens=preset["max_tokens"],
+        lr=preset["lr"], warmup_updates=preset["warmup_updates"], seed=seed, cpu=cpu, eval_bleu=True,
+        lr_scheduler=spec.get("lr_scheduler", "inverse_sqrt"),
     ) + spec.get("extra", []) + ["--no-progress-bar"] + (
         ["--validate-interval-updates", str(interval)] if interval else [])
 
@@ -122,7 +148,7 @@ def parse_epochs(log_text):
 
 
 def first_reaching(rows, key, bleu):
-    """``key`` (time or tokens) at which validation BLEU first reaches ``bleu``, interpolated."""
+    """``key`` (time, tokens or updates) at which validation BLEU first reaches ``bleu``, interpolated."""
     previous = None
     for row in rows:
         if row["valid_bleu"] is not None and row["valid_bleu"] >= bleu:
@@ -134,9 +160,30 @@ def first_reaching(rows, key, bleu):
     return None
 
 
-def bleu_at(rows, seconds):
-    reached = [row["valid_bleu"] for row in rows if row["train_seconds"] <= seconds + 1e-9 and row["valid_bleu"] is not None]
+def bleu_at(rows, limit, key="train_seconds"):
+    """The best validation BLEU of ``rows`` whose ``key`` is at most ``limit``."""
+    reached = [row["valid_bleu"] for row in rows if row[key] <= limit + 1e-9 and row["valid_bleu"] is not None]
     return max(reached) if reached else None
+
+
+def repair_last_checkpoint(run_dir):
+    """fairseq writes its first checkpoint of a save atomically but copies it to the others
+    (``checkpoint_last.pt`` after ``checkpoint_best.pt``), so a kill during the copy leaves a truncated
+    ``checkpoint_last.pt`` that the resume cannot load. It then holds what ``checkpoint_best.pt`` holds."""
+    import torch
+
+    last, best = (os.path.join(run_dir, name) for name in ("checkpoint_last.pt", "checkpoint_best.pt"))
+    if not os.path.isfile(last):
+        return
+    try:
+        torch.load(last, map_location="cpu", weights_only=False)
+    except Exception as error:  # a truncated file fails in pickle, zipfile or torch, each in its own way
+        logger.warning("%s is unreadable (%s: %s); resuming from checkpoint_best.pt", last, type(error).__name__, error)
+        if os.path.isfile(best):
+            shutil.copyfile(best, last + ".tmp")
+            os.replace(last + ".tmp", last)
+        else:
+            os.unlink(last)
 
 
 def run_arm(arm, seed, data, out, preset, cpu):
@@ -146,6 +193,7 @@ def run_arm(arm, seed, data, out, preset, cpu):
     log_path = os.path.join(run_dir, "train.log")
     if not os.path.isfile(result_path):
         logger.info("running %s seed %d (log: %s)", arm, seed, log_path)
+        repair_last_checkpoint(run_dir)
         run_command([sys.executable, "-m", "fairseq_cli.train",
                      *training_args(arm, data, run_dir, preset, seed, cpu)], log_path)
         run_command([sys.executable, os.path.join(ROOT, "scripts", "evaluate_bleu.py"),
@@ -206,6 +254,11 @@ def derive(runs, bleu_levels=()):
         for bleu in bleu_levels:
             figures[level_key("time", bleu)], figures[level_key("token", bleu)] = reach_ratios(run, base, bleu)
         per_arm.setdefault(run["arm"], []).append(figures)
+    return summarize(per_arm)
+
+
+def summarize(per_arm):
+    """Mean, spread and the number of seeds that have each figure, per arm."""
     summary = {}
     for arm, seeds in per_arm.items():
         summary[arm] = {}
@@ -217,6 +270,68 @@ def derive(runs, bleu_levels=()):
                 "reached": len(values), "seeds": len(seeds),
             }
     return summary
+
+
+def update_figures(runs, budget):
+    """Figures at equal update counts (the validations every ``--validate-interval-updates``), per arm
+    against the baseline of the same seed: updates to the baseline's best validation BLEU as a ratio of
+    the baseline's own; the best BLEU by 0.6 and 0.8 of the ``budget`` and by its end; the final validation
+    loss; whether the arm beats the budget-matched baseline of 0.8 (reaches the target before it, or
+    stands above its final BLEU at 0.8 of the budget); and the baseline's gain over its last quarter
+    (under 0.5: a plateau)."""
+    baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
+    matched = {run["seed"]: run for run in runs if run["arm"] == "baseline-cosine-0.8"}
+    per_arm = {}
+    for run in runs:
+        base = baselines.get(run["seed"])
+        if base is None or not base.get("validations") or not run.get("validations"):
+            continue
+        points, base_points = run["validations"], base["validations"]
+        target = max(point["valid_bleu"] or 0.0 for point in base_points)
+        reach = first_reaching(points, "updates", target)
+        figures = {
+            "update_ratio": _ratio(reach, first_reaching(base_points, "updates", target)),
+            "bleu_by_0.6": bleu_at(points, 0.6 * budget, "updates"),
+            "bleu_by_0.8": bleu_at(points, 0.8 * budget, "updates"),
+            "bleu_by_end": bleu_at(points, budget, "updates"),
+            "final_valid_loss": points[-1]["valid_loss"],
+            "beats_budget_0.8": None,
+            "plateau_gain": None,
+        }
+        reference = matched.get(run["seed"])
+        if reference is not None and reference is not run and reference.get("validations"):
+            reference_reach = first_reaching(reference["validations"], "updates", target)
+            reference_final = bleu_at(reference["validations"], budget, "updates") or 0.0
+            earlier = reach is not None and (reference_reach is None or reach < reference_reach)
+            figures["beats_budget_0.8"] = float(earlier or (figures["bleu_by_0.8"] or 0.0) > reference_final)
+        if run is base:
+            figures["plateau_gain"] = target - (bleu_at(points, 0.75 * budget, "updates") or 0.0)
+        per_arm.setdefault(run["arm"], []).append(figures)
+    return summarize(per_arm)
+
+
+def update_table(summary, budget):
+    if not summary:
+        return ""
+
+    def cell(stat, digits=2):
+        if stat["mean"] is None:
+            return "-" if not stat["reached"] and stat["seeds"] else "not reached"
+        return f"{stat['mean']:.{digits}f}" + (f" ({stat['reached']}/{stat['seeds']} seeds)"
+                                                if stat["reached"] < stat["seeds"] else "")
+
+    lines = ["", f"At equal update counts (budget {budget} updates; mean over seeds; a budget-matched baseline "
+             "trains for its fraction of the budget with a cosine schedule that reaches 0 there):", "",
+             "| arm | updates to baseline best (ratio) | BLEU by 0.6 | by 0.8 | by the end | final valid loss "
+             "| beats the 0.8 budget baseline (share of seeds) | baseline gain in the last quarter |",
+             "|---|---|---|---|---|---|---|---|"]
+    for arm in ARMS:
+        if arm in summary:
+            s = summary[arm]
+            lines.append(f"| {arm} | {cell(s['update_ratio'])} | {cell(s['bleu_by_0.6'])} | {cell(s['bleu_by_0.8'])} | "
+                         f"{cell(s['bleu_by_end'])} | {cell(s['final_valid_loss'], 3)} | "
+                         f"{cell(s['beats_budget_0.8'])} | {cell(s['plateau_gain'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def markdown(summary, command, machine, bleu_levels=()):
@@ -338,7 +453,7 @@ def main(argv=None):
     parser.add_argument("--preset", choices=sorted(PRESETS), required=True)
     parser.add_argument("--data", help="prepared data-bin folder (not for --preset smoke)")
     parser.add_argument("--out", required=True, help="output folder; rerun the same command to resume")
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), help="default: the preset's arms")
     parser.add_argument("--seeds", nargs="+", type=int, help="override the preset's seeds")
     parser.add_argument("--validate-interval-updates", type=int,
                         help="also validate every N updates and tabulate every arm at those counts "
@@ -356,18 +471,19 @@ def main(argv=None):
         require_prepared(data)
     except AutoAssistConfigError as error:
         parser.error(str(error))
-    arms = ["baseline"] + [arm for arm in args.arms if arm != "baseline"]
+    arms = ["baseline"] + [arm for arm in (args.arms or preset["arms"]) if arm != "baseline"]
     runs = [run_arm(arm, seed, data, args.out, preset, args.device == "cpu")
             for seed in (args.seeds or preset["seeds"]) for arm in arms]
     summary = derive(runs, preset["bleu_levels"])
+    at_updates = update_figures(runs, preset["max_update"])
     command = "python scripts/benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"preset": args.preset, "settings": preset, "command": command, "machine": args.machine,
-                   "runs": runs, "summary": summary}, f, indent=2)
-    table = markdown(summary, command, args.machine, preset["bleu_levels"]) + equal_update_table(
-        runs, preset.get("validate_interval_updates", 0))
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(table)
+    write_atomically(os.path.join(args.out, "results.json"), json.dumps(
+        {"preset": args.preset, "settings": preset, "command": command, "machine": args.machine, "runs": runs,
+         "summary": summary, "at_equal_updates": at_updates}, indent=2))
+    table = (markdown(summary, command, args.machine, preset["bleu_levels"])
+             + update_table(at_updates, preset["max_update"])
+             + equal_update_table(runs, preset.get("validate_interval_updates", 0)))
+    write_atomically(os.path.join(args.out, "results.md"), table)
     plot(runs, args.out)
     print(table)
     return 0

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 from fairseq_autoassist.errors import AutoAssistConfigError
-from fairseq_autoassist.recipes import PLUGIN_DIR, ROOT, require_prepared
+from fairseq_autoassist.recipes import PLUGIN_DIR, ROOT, require_prepared, write_atomically
 
 logger = logging.getLogger("evaluate_bleu")
 
@@ -99,8 +99,7 @@ def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, 
 
     output = output or os.path.join(os.path.dirname(os.path.abspath(checkpoint)), f"bleu_{split}.json")
     hypotheses_path = os.path.splitext(output)[0] + ".hyp.txt"
-    with open(hypotheses_path, "w", encoding="utf-8") as f:
-        f.write("\n".join(hypotheses) + "\n")
+    write_atomically(hypotheses_path, "\n".join(hypotheses) + "\n")
     result = {
         "checkpoint": os.path.abspath(checkpoint),
         "data": os.path.abspath(data),
@@ -110,8 +109,8 @@ def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, 
         "hypotheses": os.path.abspath(hypotheses_path),
         **score(hypotheses, references),
     }
-    with open(output, "w") as f:
-        json.dump(result, f, indent=2)
+    # Written last and atomically: its presence tells the benchmark that the run is complete.
+    write_atomically(output, json.dumps(result, indent=2))
     return result, output
 
 

@@ -184,7 +184,7 @@ def test_bad_input_gets_one_clear_line(prepared_data, tmp_path):
     assert "Traceback" not in result.stdout
 
 
-@pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl"])
+@pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl", "progress"])
 def test_peer_policies_share_the_shrinking_iterator(prepared_data, tmp_path, policy):
     # Chunks of 5 batches: with 2-batch chunks each chunk's partial last batch hides a 25% prune.
     log = fairseq_train(prepared_data, tmp_path / policy, "--autoassist-sync", "--autoassist-refresh-updates", "5",

@@ -62,6 +62,9 @@ def test_reported_losses_reach_every_consumer_with_their_keep_probabilities(tmp_
     ids, _, keep_prob = records[-1]
     np.testing.assert_allclose(keep_prob, runtime.stream.pair_keep_prob[ids])
     assert np.all(keep_prob < 1.0)
+    metrics = runtime.metrics()
+    assert 0 < metrics["aa_cpu_select"] < metrics["aa_cpu_process"]
+    assert 0 < metrics["aa_cpu_assistant"] < metrics["aa_cpu_process"]
 
 
 def test_checkpoint_state_round_trips_and_a_wrong_one_names_the_reset_flag():
@@ -78,3 +81,21 @@ def test_checkpoint_state_round_trips_and_a_wrong_one_names_the_reset_flag():
         make_runtime("uniform").load_state_dict(state)
     with pytest.raises(AutoAssistConfigError, match=r"is corrupt \(KeyError"):
         make_runtime("assistant").load_state_dict({k: v for k, v in state.items() if k != "assistant"})
+
+
+def test_the_progress_policy_teaches_the_assistant_its_own_label():
+    runtime = make_runtime("progress", autoassist_base_prob=0.0)
+    assert runtime.selector.loss_table is runtime.loss_table and runtime.loss_table.fresh_steps > 0
+    rng = np.random.default_rng(3)
+    falling = np.arange(NUM_PAIRS) < NUM_PAIRS // 2
+    for epoch in range(1, 4):
+        for batch in runtime.stream.iterate_epoch(epoch):
+            # Half the pairs keep learning (their loss falls each visit), the other half stay flat.
+            losses = np.where(falling[batch], 4.0 * 0.6 ** epoch, 3.0) * rng.normal(1.0, 0.02, size=len(batch))
+            runtime.report_losses(batch, losses)
+    assistant = runtime.worker.assistant
+    assert assistant.num_pairs_seen > 0
+    assert assistant.positive_rate == pytest.approx(0.5, abs=0.25)
+    labels = runtime.loss_table.learning_labels(np.arange(NUM_PAIRS))
+    seen = np.isfinite(labels)
+    assert labels[seen & falling].mean() > 0.75 and labels[seen & ~falling].mean() < 0.1

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from fairseq_autoassist.selection import (
     LatestLossTable,
+    LossHistory,
     SelectionOptions,
     SelectionSchedule,
     Selector,
@@ -227,3 +228,45 @@ def test_loss_table_keeps_the_latest_finite_loss():
     restored = LatestLossTable(4)
     restored.load_state_dict(table.state_dict())
     np.testing.assert_array_equal(restored.losses, table.losses)
+
+
+def test_learning_progress_labels_learning_pairs_and_neither_learned_nor_unlearnable_ones():
+    history = LossHistory(300, mean_decay=0.0, fresh_steps=10)
+    learned, unlearnable, learning = np.arange(100), np.arange(100, 200), np.arange(200, 300)
+    rng = np.random.default_rng(0)
+    for visit in range(3):
+        losses = np.r_[np.full(100, 0.5), np.full(100, 6.0), np.full(100, 4.0 * 0.7 ** visit)]
+        history.submit(np.arange(300), losses * rng.normal(1.0, 0.01, size=300))
+    labels = history.learning_labels(np.arange(300))
+    assert labels[learning].mean() == 1.0
+    assert labels[learned].mean() < 0.6 and labels[unlearnable].mean() < 0.6
+    assert history.progress(learning) == pytest.approx(np.full(100, 0.3), abs=0.04)
+    assert np.isnan(LossHistory(5).learning_labels(np.arange(5))).all()
+
+
+def test_learning_progress_labels_go_stale_and_the_mean_ignores_the_selection():
+    history = LossHistory(4, mean_decay=0.0, fresh_steps=2)
+    history.submit([0, 1, 2, 3], [2.0, 2.0, 2.0, 2.0])
+    # Pairs 0 and 1 fell by half, 2 and 3 did not; only 0 was kept with certainty.
+    history.submit([0, 1, 2, 3], [1.0, 1.0, 2.0, 2.0], keep_prob=[1.0, 0.25, 1.0, 1.0])
+    assert history.progress_mean == pytest.approx((0.5 + 4 * 0.5) / (1 + 4 + 1 + 1))
+    np.testing.assert_array_equal(history.fresh_labels(np.arange(4)), [1.0, 1.0, 0.0, 0.0])
+    history.submit([0], [0.9])
+    history.submit([0], [0.8])
+    assert np.isnan(history.fresh_labels([1, 2, 3])).all() and np.isfinite(history.fresh_labels([0])).all()
+    restored = LossHistory(4)
+    restored.load_state_dict(history.state_dict())
+    np.testing.assert_array_equal(restored.learning_labels(np.arange(4)), history.learning_labels(np.arange(4)))
+    assert restored.step == history.step == 4
+
+
+def test_the_progress_policy_trusts_fresh_own_labels_and_the_assistant_elsewhere():
+    history = LossHistory(4, mean_decay=0.0, fresh_steps=5)
+    history.submit([0, 1, 2], [2.0, 2.0, 2.0])
+    history.submit([0, 1, 2], [1.0, 2.0, 2.0])
+    options = SelectionOptions(policy="progress", base_prob=0.2)
+    selector = Selector(options, SelectionSchedule(warmup_epochs=0), seed=1,
+                        worker=_Worker(_ConstantAssistant(0.5, 1.0)), loss_table=history)
+    keep = selector.keep_probabilities(np.arange(4), epoch=2)
+    # Pair 0 is still learning (kept), 1 and 2 stopped (the floor), 3 was never seen (the Assistant's 0.5).
+    np.testing.assert_allclose(keep, [1.0, 0.2, 0.2, 0.2 + 0.8 * 0.5])

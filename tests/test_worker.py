@@ -36,10 +36,10 @@ def test_full_queue_drops_the_oldest_feedback_and_counts_it():
     release, started = threading.Event(), threading.Event()
     original_update = assistant.update
 
-    def blocked_update(ids, losses, keep_prob=None):
+    def blocked_update(ids, losses, keep_prob=None, labels=None):
         started.set()
         release.wait(timeout=10)
-        return original_update(ids, losses, keep_prob)
+        return original_update(ids, losses, keep_prob, labels)
 
     assistant.update = blocked_update
     worker = AsyncAssistantWorker(assistant, queue_size=3)
@@ -61,7 +61,7 @@ def test_a_failing_worker_marks_itself_unhealthy_without_raising():
     features = random_features(num_pairs=50)
     assistant = Assistant(features)
 
-    def broken_update(ids, losses, keep_prob=None):
+    def broken_update(ids, losses, keep_prob=None, labels=None):
         raise RuntimeError("simulated Assistant crash")
 
     assistant.update = broken_update
@@ -91,7 +91,7 @@ def test_a_stalled_worker_is_given_up_and_submit_never_blocks():
     features = random_features(num_pairs=50)
     assistant = Assistant(features)
     never = threading.Event()
-    assistant.update = lambda ids, losses, keep_prob=None: never.wait(timeout=30)
+    assistant.update = lambda *feedback: never.wait(timeout=30)
     worker = AsyncAssistantWorker(assistant, queue_size=2)
     try:
         for i in range(60):

@@ -162,11 +162,13 @@ class Assistant:
         grad_lengths = residual @ self.length_features(ids)
         return grad_tokens, grad_lengths, np.array([residual.sum()])
 
-    def update(self, ids, per_token_losses, keep_prob=None):
+    def update(self, ids, per_token_losses, keep_prob=None, labels=None):
         """One step on a batch of fresh Boss losses; returns the balanced accuracy before it.
 
         ``keep_prob``: the probability with which each pair was kept by the selector (None: every
-        pair was kept), used to estimate the mean loss over all candidates.
+        pair was kept), used to estimate the mean loss over all candidates. ``labels``: 1/0 per pair
+        from another definition of "informative" (the learning progress of ``LossHistory``); None
+        uses the paper's label.
         """
         ids = np.asarray(ids, dtype=np.int64)
         losses = np.asarray(per_token_losses, dtype=np.float64)
@@ -178,7 +180,10 @@ class Assistant:
         cfg = self.config
         inverse_keep = 1.0 / np.maximum(keep_prob, 1e-6)
         batch_mean = float(np.sum(losses * inverse_keep) / np.sum(inverse_keep))
-        labels = self.labels(losses, batch_mean)
+        if labels is None:
+            labels = self.labels(losses, batch_mean)
+        else:
+            labels = np.asarray(labels, dtype=np.float32)[finite]
         gathered = self._gather(ids)
         probs = _sigmoid(self._logits(ids, self._effective_token_weights(), gathered))
         accuracy = balanced_accuracy(probs > 0.5, labels > 0.5)

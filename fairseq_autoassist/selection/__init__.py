@@ -8,7 +8,7 @@ from .keep_rules import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
-from .loss_table import LatestLossTable
+from .loss_table import LatestLossTable, LossHistory
 from .policies import POLICIES, Policy
 from .sampling import batch_importance_weights, draw_keep_mask, importance_weights, local_generator
 from .selector import SelectionOptions, Selector
@@ -16,6 +16,7 @@ from .selector import SelectionOptions, Selector
 __all__ = [
     "POLICIES",
     "LatestLossTable",
+    "LossHistory",
     "Policy",
     "infobatch_keep_probabilities",
     "self_paced_keep_probabilities",

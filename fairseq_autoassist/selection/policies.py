@@ -13,6 +13,8 @@ fraction of training done (None when neither ``--max-update`` nor ``--max-epoch`
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+import numpy as np
+
 from .keep_rules import (
     assistant_keep_probabilities,
     infobatch_keep_probabilities,
@@ -29,6 +31,7 @@ class Policy:
     needs_assistant: bool = False
     needs_loss_table: bool = False
     always_weighted: bool = False
+    learns_progress: bool = False  # the Assistant learns LossHistory's learning-progress label
 
 
 def _assistant(selector, indices, progress):
@@ -44,6 +47,21 @@ def _assistant(selector, indices, progress):
 def _uniform(selector, indices, progress):
     return uniform_keep_probabilities(len(indices), selector.options.uniform_keep_prob,
                                       selector.options.min_keep_prob)
+
+
+def _learning_progress(selector, indices, progress):
+    """A pair's own learning-progress label where it is fresh, the Assistant's prediction of that label
+    where it is stale or missing; either in the paper's rule ``b + (1 - b) p``."""
+    options = selector.options
+    own = selector.loss_table.fresh_labels(indices)
+    if selector.worker.healthy:
+        assistant = selector.worker.snapshot()
+        predicted = assistant_keep_probabilities(assistant.predict(indices), assistant.confidence,
+                                                 options.base_prob, options.min_keep_prob)
+    else:
+        predicted = np.ones(len(indices))
+    from_own = assistant_keep_probabilities(np.nan_to_num(own), 1.0, options.base_prob, options.min_keep_prob)
+    return np.where(np.isfinite(own), from_own, predicted)
 
 
 def _infobatch(selector, indices, progress):
@@ -67,6 +85,9 @@ POLICIES = {
     for policy in (
         Policy("assistant", "AutoAssist: the Assistant's P(informative) in the paper's rule", _assistant,
                needs_assistant=True),
+        Policy("progress", "learning progress: skip pairs whose loss has stopped falling, learned or unlearnable; "
+               "own recent losses where fresh, the Assistant's prediction elsewhere", _learning_progress,
+               needs_assistant=True, needs_loss_table=True, learns_progress=True),
         Policy("uniform", "keep each pair with --autoassist-uniform-keep-prob, a control", _uniform),
         Policy("infobatch", "InfoBatch: prune below-mean-loss pairs, rescale the kept ones", _infobatch,
                needs_loss_table=True, always_weighted=True),

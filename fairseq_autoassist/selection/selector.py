@@ -41,6 +41,9 @@ class SelectionOptions:
     infobatch_delta: float = option(
         0.875, "infobatch: prune during this first fraction of --max-update (or --max-epoch), then train on "
         "every pair", minimum=0, maximum=1)
+    progress_fresh_passes: float = option(
+        1.5, "progress: a pair's own learning progress decides while its last visit is at most this many passes "
+        "old; older or missing, the Assistant's prediction of it decides", minimum=0)
     spl_start_fraction: float = option(
         0.5, "spl: share of the easiest seen pairs kept at the start; it grows linearly to 1 over --max-update "
         "(or --max-epoch)", minimum=0, maximum=1)

@@ -99,7 +99,8 @@ class AutoAssistTranslationTask(TranslationTask):
             self.cfg, candidates, np.asarray(dataset.tgt_sizes, dtype=np.int64),
             pairs_per_chunk(self.cfg.autoassist_refresh_updates * num_shards, len(candidates), len(full_batches)),
             seed, self.cfg.max_epoch, self.cfg.max_update, make_batches,
-            pair_features=lambda: self._pair_features(dataset), min_batches_per_epoch=num_shards,
+            pair_features=lambda: self._pair_features(dataset), steps_per_pass=len(full_batches) / num_shards,
+            min_batches_per_epoch=num_shards,
         )
         stream = self.runtime.stream
         logger.info(
