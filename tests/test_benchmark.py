@@ -58,7 +58,8 @@ def test_smoke_preset_runs_every_arm_and_writes_every_output(tmp_path):
         # the budget-matched baselines.
         budget = benchmark.ARMS[run["arm"]].get("budget", 1.0) * benchmark.PRESETS["smoke"]["max_update"]
         assert run["epochs"][-1]["updates"] == round(budget)
-        assert [point["updates"] for point in run["validations"]][:2] == [20, 40]
+        # Validated every 20 updates (and at each epoch end): every arm at the same update counts.
+        assert {u for u in (20, 40, 60) if u <= budget} <= {point["updates"] for point in run["validations"]}
         assert run["test_bleu_signature"].startswith("nrefs:1|case:mixed")
     baseline_epochs = len(next(run for run in results["runs"] if run["arm"] == "baseline")["epochs"])
     assert baseline_epochs == 3
