@@ -38,6 +38,23 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 2
 
 
+def read_flagged_pairs(path, num_pairs):
+    """The pairs listed in ``path`` (a ``noise.tsv``: a header, then ``line<TAB>kind``) as a boolean mask."""
+    try:
+        with open(path) as f:
+            rows = [line.split("\t")[0] for line in f.read().splitlines()[1:] if line.strip()]
+        ids = np.asarray([int(row) for row in rows], dtype=np.int64)
+    except (OSError, ValueError) as error:
+        raise AutoAssistConfigError(f"--autoassist-noise-ids {path} is unreadable ({error}); pass the noise.tsv "
+                                    "written by scripts/make_noisy_corpus.py") from None
+    if len(ids) and (ids.min() < 0 or ids.max() >= num_pairs):
+        raise AutoAssistConfigError(f"--autoassist-noise-ids {path} lists line {int(ids.max())}, but the training "
+                                    f"split has {num_pairs} pairs; pass the noise.tsv of this corpus")
+    flagged = np.zeros(num_pairs, dtype=bool)
+    flagged[ids] = True
+    return flagged
+
+
 class AutoAssistRuntime:
     """
     Args:
@@ -73,9 +90,13 @@ class AutoAssistRuntime:
             build(SelectionSchedule, cfg, max_epoch=max_epoch or 0, max_update=max_update or 0),
             seed=seed, worker=self.worker, loss_table=self.loss_table,
         )
+        flagged = None
+        if self.runtime_options.noise_ids:
+            flagged = read_flagged_pairs(self.runtime_options.noise_ids, len(target_sizes))
         self.stream = ShrinkingBatchStream(
             candidates, target_sizes, chunk_pairs, seed, make_batches, self._select_on_every_rank,
             on_epoch_complete=self._record_epoch_digest, min_batches_per_epoch=min_batches_per_epoch,
+            flagged=flagged,
         )
         self.corpus_mean_target_length = float(np.mean(target_sizes[candidates]))
         self.selection_cpu_seconds = 0.0
@@ -171,6 +192,10 @@ class AutoAssistRuntime:
             "aa_cpu_select": self.selection_cpu_seconds,
             "aa_cpu_process": time.process_time(),
         }
+        if self.stream.flagged is not None:
+            out["aa_kept_noisy"] = stats.kept_flagged / max(stats.candidate_flagged, 1)
+            out["aa_kept_clean"] = (stats.kept_pairs - stats.kept_flagged) / max(
+                stats.candidate_pairs - stats.candidate_flagged, 1)
         if self.worker is not None:
             w = self.worker.stats()
             out.update({

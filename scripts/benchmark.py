@@ -129,7 +129,8 @@ def parse_epochs(log_text):
         record = epochs.setdefault(int(match.group(1)), {})
         if summary:
             record.update(train_wall=fields.get("train_wall"), num_updates=fields.get("num_updates"),
-                          wpb=fields.get("wpb"), kept=fields.get("aa_kept", 1.0))
+                          wpb=fields.get("wpb"), kept=fields.get("aa_kept", 1.0),
+                          kept_noisy=fields.get("aa_kept_noisy"), kept_clean=fields.get("aa_kept_clean"))
         else:
             record.update(valid_loss=fields.get("loss"), valid_bleu=fields.get("bleu"))
     rows, time, tokens, previous_updates = [], 0.0, 0.0, 0.0
@@ -143,7 +144,8 @@ def parse_epochs(log_text):
         tokens += updates * record["wpb"]
         rows.append(dict(epoch=epoch, train_seconds=time, target_tokens=tokens,
                          updates=record["num_updates"], valid_loss=record.get("valid_loss"),
-                         valid_bleu=record.get("valid_bleu"), kept_share=record["kept"]))
+                         valid_bleu=record.get("valid_bleu"), kept_share=record["kept"],
+                         kept_share_noisy=record["kept_noisy"], kept_share_clean=record["kept_clean"]))
     return rows
 
 

@@ -12,7 +12,6 @@ model, encodes every split, and binarizes with ``fairseq-preprocess --joined-dic
 """
 
 import argparse
-import gzip
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ import tempfile
 import urllib.error
 import urllib.request
 
+from fairseq_autoassist.raw_corpus import PreparationError, find_raw_file, read_parallel
 from fairseq_autoassist.recipes import ROOT
 
 logger = logging.getLogger("prepare_multi30k")
@@ -30,18 +30,6 @@ logger = logging.getLogger("prepare_multi30k")
 UPSTREAM = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 # Multi30K file stem -> fairseq split name.
 SPLITS = {"train": "train", "val": "valid", "test_2016_flickr": "test"}
-
-
-class PreparationError(RuntimeError):
-    """Bad input; the message names the file or flag to fix."""
-
-
-def find_raw_file(raw_dir, stem, lang):
-    for name in (f"{stem}.{lang}", f"{stem}.{lang}.gz"):
-        path = os.path.join(raw_dir, name)
-        if os.path.isfile(path):
-            return path
-    return None
 
 
 def download_missing(raw_dir, stems, langs, base_url=UPSTREAM):
@@ -63,45 +51,6 @@ def download_missing(raw_dir, stems, langs, base_url=UPSTREAM):
                     "folder that has them"
                 ) from None
             os.replace(target + ".part", target)
-
-
-def read_lines(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, raw in enumerate(lines, start=1):
-        try:
-            out.append(raw.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as error:
-            raise PreparationError(
-                f"{path}: line {number} is not valid UTF-8 ({error.reason} at byte {error.start}); "
-                "fix or re-encode the file"
-            ) from None
-    if not out:
-        raise PreparationError(f"{path} is empty")
-    return out
-
-
-def read_parallel(raw_dir, stem, src, tgt):
-    paths = []
-    for lang in (src, tgt):
-        path = find_raw_file(raw_dir, stem, lang)
-        if path is None:
-            raise PreparationError(
-                f"{os.path.join(raw_dir, stem)}.{lang}[.gz] is missing; check --raw-dir and --src/--tgt"
-            )
-        paths.append(path)
-    sides = [read_lines(p) for p in paths]
-    if len(sides[0]) != len(sides[1]):
-        raise PreparationError(
-            f"{paths[0]} has {len(sides[0])} lines but {paths[1]} has {len(sides[1])}; "
-            "line i of one side must translate line i of the other"
-        )
-    return sides
 
 
 def train_sentencepiece(texts, model_prefix, vocab_size):

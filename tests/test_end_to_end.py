@@ -194,6 +194,16 @@ def test_peer_policies_share_the_shrinking_iterator(prepared_data, tmp_path, pol
     assert len(epochs) == max_epoch and epochs[-1] < epochs[0], epochs
 
 
+def test_noise_ids_show_the_kept_share_of_corrupted_pairs_in_the_log(prepared_data, tmp_path):
+    noise = tmp_path / "noise.tsv"
+    noise.write_text("line\tkind\n" + "".join(f"{i}\tmisaligned\n" for i in range(100)))
+    log = fairseq_train(prepared_data, tmp_path / "noisy", "--autoassist-sync", "--autoassist-noise-ids", str(noise),
+                        policy="uniform", max_epoch=2).stdout
+    summaries = re.findall(r"\| train \| epoch 00(\d) \|.*aa_kept_noisy ([\d.]+) \| aa_kept_clean ([\d.]+)", log)
+    assert [epoch for epoch, _, _ in summaries] == ["1", "2"]
+    assert float(summaries[0][1]) == 1.0 and 0.4 < float(summaries[1][1]) < 0.95
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

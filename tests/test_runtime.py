@@ -99,3 +99,22 @@ def test_the_progress_policy_teaches_the_assistant_its_own_label():
     labels = runtime.loss_table.learning_labels(np.arange(NUM_PAIRS))
     seen = np.isfinite(labels)
     assert labels[seen & falling].mean() > 0.75 and labels[seen & ~falling].mean() < 0.1
+
+
+def test_noise_ids_give_the_kept_share_of_corrupted_and_clean_pairs(tmp_path):
+    noise = tmp_path / "noise.tsv"
+    noise.write_text("line\tkind\n" + "".join(f"{i}\tmisaligned\n" for i in range(0, NUM_PAIRS, 3)))
+    runtime = make_runtime("uniform", autoassist_uniform_keep_prob=0.5, autoassist_noise_ids=str(noise))
+    train_epoch(runtime, 1, np.random.default_rng(4))
+    train_epoch(runtime, 2, np.random.default_rng(4))
+    stats = runtime.stream.epoch_stats
+    assert stats.candidate_flagged == pytest.approx(NUM_PAIRS / 3, abs=1)
+    metrics = runtime.metrics()
+    assert 0.3 < metrics["aa_kept_noisy"] < 0.7 and 0.3 < metrics["aa_kept_clean"] < 0.7
+    assert metrics["aa_kept_noisy"] == stats.kept_flagged / stats.candidate_flagged
+    assert "aa_kept_noisy" not in make_runtime("uniform").metrics()
+    noise.write_text("line\tkind\n9999\tmisaligned\n")
+    with pytest.raises(AutoAssistConfigError, match="lists line 9999, but the training split has 300 pairs"):
+        make_runtime("uniform", autoassist_noise_ids=str(noise))
+    with pytest.raises(AutoAssistConfigError, match="--autoassist-noise-ids .* is unreadable"):
+        make_runtime("uniform", autoassist_noise_ids=str(tmp_path / "missing.tsv"))

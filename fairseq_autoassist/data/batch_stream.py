@@ -55,13 +55,15 @@ class ShrinkingBatchStream:
             generation of a chunk use the same random numbers.
         min_batches_per_epoch: never plan fewer batches (the number of ranks, so that every
             rank trains on at least one real batch however little is kept).
+        flagged: optional boolean per dataset index (the corrupted pairs of a noisy corpus); the
+            epoch statistics then also count the flagged candidates and kept pairs.
         on_epoch_complete: optional ``f(epoch, num_batches, digest)`` called as the last batch of
             an epoch is handed out; ``digest`` is a SHA-1 of the epoch's batches in order (a
             check that distributed ranks built the same epoch).
     """
 
     def __init__(self, candidates, target_sizes, chunk_pairs, seed, make_batches, select, on_epoch_complete=None,
-                 min_batches_per_epoch=1):
+                 min_batches_per_epoch=1, flagged=None):
         self.candidates = np.asarray(candidates, dtype=np.int64)
         self.target_sizes = target_sizes
         if len(self.candidates) == 0:
@@ -85,6 +87,7 @@ class ShrinkingBatchStream:
         self.previous_epoch_stats = self.epoch_stats
         self.on_epoch_complete = on_epoch_complete
         self.min_batches_per_epoch = max(1, int(min_batches_per_epoch))
+        self.flagged = flagged
         self._epoch_digest = hashlib.sha1()
         self._permutations = {}
 
@@ -167,7 +170,8 @@ class ShrinkingBatchStream:
                 indices, kept, batches, self.carry = self.generate_chunk(
                     epoch, self.pass_index, self.next_chunk, self.carry, select=select
                 )
-                self.epoch_stats.add_chunk(self.target_sizes[indices], self.target_sizes[kept])
+                self.epoch_stats.add_chunk(self.target_sizes[indices], self.target_sizes[kept],
+                                           *self._flagged_counts(indices, kept))
                 self._advance_cursor()
                 self.pending.extend(batches)
                 empty_chunks += 1
@@ -178,6 +182,11 @@ class ShrinkingBatchStream:
             if self.on_epoch_complete is not None and position == planned - 1:
                 self.on_epoch_complete(epoch, planned, self._epoch_digest.hexdigest())
             yield batch
+
+    def _flagged_counts(self, indices, kept):
+        if self.flagged is None:
+            return 0, 0
+        return int(np.count_nonzero(self.flagged[indices])), int(np.count_nonzero(self.flagged[kept]))
 
     # ------------------------------------------------------------------ state
     @property
@@ -230,19 +239,25 @@ class ShrinkingBatchStream:
 
 
 class EpochSelectionStats:
-    """Candidate and kept pairs and target tokens of the chunks generated in the current epoch."""
+    """Candidate and kept pairs and target tokens of the chunks generated in the current epoch, and
+    how many of the candidates and kept pairs are flagged (corrupted pairs of a noisy corpus)."""
 
-    def __init__(self, candidate_pairs=0, kept_pairs=0, candidate_tokens=0, kept_tokens=0):
+    def __init__(self, candidate_pairs=0, kept_pairs=0, candidate_tokens=0, kept_tokens=0, candidate_flagged=0,
+                 kept_flagged=0):
         self.candidate_pairs = int(candidate_pairs)
         self.kept_pairs = int(kept_pairs)
         self.candidate_tokens = int(candidate_tokens)
         self.kept_tokens = int(kept_tokens)
+        self.candidate_flagged = int(candidate_flagged)
+        self.kept_flagged = int(kept_flagged)
 
-    def add_chunk(self, candidate_target_sizes, kept_target_sizes):
+    def add_chunk(self, candidate_target_sizes, kept_target_sizes, candidate_flagged=0, kept_flagged=0):
         self.candidate_pairs += len(candidate_target_sizes)
         self.kept_pairs += len(kept_target_sizes)
         self.candidate_tokens += int(np.sum(candidate_target_sizes))
         self.kept_tokens += int(np.sum(kept_target_sizes))
+        self.candidate_flagged += candidate_flagged
+        self.kept_flagged += kept_flagged
 
     def state_dict(self):
         return dict(vars(self))

@@ -1,0 +1,56 @@
+"""Raw parallel text as distributed (plain or gzipped, one sentence per line), read with errors that name
+the file and line (no fairseq import). Used by scripts/prepare_multi30k.py and scripts/make_noisy_corpus.py."""
+
+import gzip
+import os
+
+
+class PreparationError(RuntimeError):
+    """Bad input; the message names the file or flag to fix."""
+
+
+def find_raw_file(raw_dir, stem, lang):
+    for name in (f"{stem}.{lang}", f"{stem}.{lang}.gz"):
+        path = os.path.join(raw_dir, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def read_lines(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            out.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as error:
+            raise PreparationError(
+                f"{path}: line {number} is not valid UTF-8 ({error.reason} at byte {error.start}); "
+                "fix or re-encode the file"
+            ) from None
+    if not out:
+        raise PreparationError(f"{path} is empty")
+    return out
+
+
+def read_parallel(raw_dir, stem, src, tgt):
+    paths = []
+    for lang in (src, tgt):
+        path = find_raw_file(raw_dir, stem, lang)
+        if path is None:
+            raise PreparationError(
+                f"{os.path.join(raw_dir, stem)}.{lang}[.gz] is missing; check --raw-dir and --src/--tgt"
+            )
+        paths.append(path)
+    sides = [read_lines(p) for p in paths]
+    if len(sides[0]) != len(sides[1]):
+        raise PreparationError(
+            f"{paths[0]} has {len(sides[0])} lines but {paths[1]} has {len(sides[1])}; "
+            "line i of one side must translate line i of the other"
+        )
+    return sides

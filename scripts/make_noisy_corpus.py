@@ -1,0 +1,140 @@
+#!/usr/bin/env python
+"""Write a copy of a raw parallel corpus in which a share of the training pairs carry web-mined noise.
+
+    python scripts/make_noisy_corpus.py --raw-dir ../shared/data/multi30k --out data/multi30k-noisy30
+    python scripts/prepare_multi30k.py --raw-dir data/multi30k-noisy30 --dest data-bin/multi30k-noisy30.de-en
+
+Reads Multi30K's file names (``train.SRC``/``train.TGT``, plain or gzipped) and corrupts ``--share``
+(default 0.3) of the training pairs, chosen at random, with the noise of web-mined corpora in these
+proportions (``--kinds`` changes them):
+
+* ``misaligned`` (0.30): the target of another pair;
+* ``truncated`` (0.20): the target cut to at most half of its words (at least one);
+* ``duplicate`` (0.20): an exact copy of another, clean pair (source and target);
+* ``untranslated`` (0.15): the source copied as the target;
+* ``wrong_language`` (0.15): the target replaced by the source side of another pair.
+
+Every other split found (``val``, ``test_2016_flickr``, ...) is copied byte for byte. The choice is
+seeded (``--seed``) and deterministic. Beside the corpus it writes ``noise.tsv`` (``line<TAB>kind`` for
+every corrupted training pair, 0-based lines: the pair's dataset index after preparation, which keeps
+the order) and ``noise.json`` (settings and counts).
+"""
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+
+import numpy as np
+
+from fairseq_autoassist.raw_corpus import PreparationError, find_raw_file, read_parallel
+
+logger = logging.getLogger("make_noisy_corpus")
+
+KINDS = {"misaligned": 0.30, "truncated": 0.20, "duplicate": 0.20, "untranslated": 0.15, "wrong_language": 0.15}
+
+
+def kind_counts(num_corrupted, proportions):
+    """Whole counts per kind that add up to ``num_corrupted`` (largest remainders)."""
+    names = list(proportions)
+    total = sum(proportions.values())
+    exact = np.array([num_corrupted * proportions[name] / total for name in names])
+    counts = np.floor(exact).astype(int)
+    for index in np.argsort(-(exact - counts))[: num_corrupted - counts.sum()]:
+        counts[index] += 1
+    return dict(zip(names, counts.tolist()))
+
+
+def corrupt(source, target, share, seed, proportions=KINDS):
+    """The noisy ``(source, target)`` lists and ``{line: kind}`` of the corrupted pairs."""
+    rng = np.random.default_rng(seed)
+    num_pairs = len(source)
+    num_corrupted = int(round(share * num_pairs))
+    if num_pairs < 2 or num_corrupted >= num_pairs:
+        raise PreparationError(f"--share {share} of {num_pairs} pairs leaves no clean pair to draw from")
+    corrupted = rng.permutation(num_pairs)[:num_corrupted]
+    clean = np.setdiff1d(np.arange(num_pairs), corrupted)
+    kinds = np.repeat(list(proportions), list(kind_counts(num_corrupted, proportions).values()))
+    kinds = kinds[rng.permutation(len(kinds))]
+    noisy_source, noisy_target = list(source), list(target)
+    for line, kind in zip(corrupted.tolist(), kinds.tolist()):
+        other = int(rng.choice(clean))
+        if kind == "misaligned":
+            noisy_target[line] = target[other]
+        elif kind == "truncated":
+            words = target[line].split()
+            noisy_target[line] = " ".join(words[: int(rng.integers(1, max(1, len(words) // 2) + 1))])
+        elif kind == "duplicate":
+            noisy_source[line], noisy_target[line] = source[other], target[other]
+        elif kind == "untranslated":
+            noisy_target[line] = source[line]
+        elif kind == "wrong_language":
+            noisy_target[line] = source[other]
+        else:
+            raise PreparationError(f"unknown noise kind {kind!r}; choose among {', '.join(KINDS)}")
+    return noisy_source, noisy_target, dict(zip(corrupted.tolist(), kinds.tolist()))
+
+
+def make_noisy_corpus(raw_dir, out, src, tgt, share, seed, proportions=KINDS):
+    source, target = read_parallel(raw_dir, "train", src, tgt)
+    noisy_source, noisy_target, noise = corrupt(source, target, share, seed, proportions)
+    os.makedirs(out, exist_ok=True)
+    for lang, lines in ((src, noisy_source), (tgt, noisy_target)):
+        with open(os.path.join(out, f"train.{lang}"), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    copied = []
+    for stem in sorted({name.split(".")[0] for name in os.listdir(raw_dir)} - {"train"}):
+        paths = [find_raw_file(raw_dir, stem, lang) for lang in (src, tgt)]
+        if all(paths):
+            for path in paths:
+                shutil.copyfile(path, os.path.join(out, os.path.basename(path)))
+                copied.append(os.path.basename(path))
+    with open(os.path.join(out, "noise.tsv"), "w") as f:
+        f.write("line\tkind\n")
+        f.writelines(f"{line}\t{kind}\n" for line, kind in sorted(noise.items()))
+    counts = {kind: sum(1 for k in noise.values() if k == kind) for kind in proportions}
+    manifest = {"raw_dir": os.path.abspath(raw_dir), "share": share, "seed": seed, "proportions": proportions,
+                "pairs": len(source), "corrupted": len(noise), "counts": counts, "copied": copied}
+    with open(os.path.join(out, "noise.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+    logger.info("wrote %s: %d of %d training pairs corrupted %s", out, len(noise), len(source), counts)
+    return manifest
+
+
+def parse_kinds(text):
+    """``misaligned=0.3,truncated=0.2,...`` -> proportions."""
+    proportions = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if name not in KINDS or not value:
+            raise argparse.ArgumentTypeError(f"--kinds takes NAME=SHARE,... with NAME among {', '.join(KINDS)}")
+        proportions[name] = float(value)
+    return proportions
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--raw-dir", required=True, help="folder with the raw corpus (Multi30K's file names)")
+    parser.add_argument("--out", required=True, help="folder for the noisy copy, noise.tsv and noise.json")
+    parser.add_argument("--src", default="de")
+    parser.add_argument("--tgt", default="en")
+    parser.add_argument("--share", type=float, default=0.3, help="share of training pairs to corrupt (default 0.3)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kinds", type=parse_kinds, default=KINDS,
+                        help="proportions of the noise kinds, e.g. misaligned=0.5,untranslated=0.5")
+    args = parser.parse_args(argv)
+    if not 0.0 <= args.share < 1.0:
+        parser.error(f"--share {args.share} must be in [0, 1)")
+    try:
+        make_noisy_corpus(args.raw_dir, args.out, args.src, args.tgt, args.share, args.seed, args.kinds)
+    except PreparationError as error:
+        logger.error("%s", error)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""scripts/make_noisy_corpus.py: seeded web-mined noise on a share of the training pairs, other splits untouched."""
+
+import json
+
+import pytest
+
+from fairseq_autoassist.raw_corpus import read_parallel
+from fairseq_autoassist.recipes import write_synthetic_multi30k
+from scripts import make_noisy_corpus as noisy
+
+
+def test_each_kind_of_noise_is_what_its_name_says(tmp_path):
+    raw = write_synthetic_multi30k(str(tmp_path / "raw"))
+    manifest = noisy.make_noisy_corpus(raw, str(tmp_path / "noisy"), "de", "en", share=0.3, seed=3)
+    source, target = read_parallel(raw, "train", "de", "en")
+    noisy_source, noisy_target = read_parallel(str(tmp_path / "noisy"), "train", "de", "en")
+    lines = (tmp_path / "noisy" / "noise.tsv").read_text().splitlines()[1:]
+    noise = {int(line): kind for line, kind in (row.split("\t") for row in lines)}
+    assert len(noise) == manifest["corrupted"] == round(0.3 * len(source))
+    assert manifest["counts"] == noisy.kind_counts(len(noise), noisy.KINDS)
+    originals = set(zip(source, target))
+    for line in range(len(source)):
+        pair = (noisy_source[line], noisy_target[line])
+        kind = noise.get(line)
+        if kind is None:
+            assert pair == (source[line], target[line])
+        elif kind == "untranslated":
+            assert pair == (source[line], source[line])
+        elif kind == "truncated":
+            words = noisy_target[line].split()
+            assert 1 <= len(words) <= max(1, len(target[line].split()) // 2)
+            assert target[line].startswith(noisy_target[line]) and noisy_source[line] == source[line]
+        elif kind == "misaligned":
+            assert noisy_source[line] == source[line] and noisy_target[line] in target
+        elif kind == "wrong_language":
+            assert noisy_source[line] == source[line] and noisy_target[line] in source
+        else:
+            assert kind == "duplicate" and pair in originals
+    # Validation and test are copied byte for byte.
+    for name in ("val.de", "val.en", "test_2016_flickr.de", "test_2016_flickr.en"):
+        assert (tmp_path / "noisy" / name).read_bytes() == (tmp_path / "raw" / name).read_bytes()
+    assert json.loads((tmp_path / "noisy" / "noise.json").read_text())["seed"] == 3
+
+
+def test_the_noise_is_seeded():
+    source = [f"satz {i} ist hier" for i in range(200)]
+    target = [f"sentence {i} is here" for i in range(200)]
+    first, again = noisy.corrupt(source, target, 0.3, seed=1), noisy.corrupt(source, target, 0.3, seed=1)
+    assert first == again
+    assert noisy.corrupt(source, target, 0.3, seed=2)[2] != first[2]
+
+
+def test_counts_follow_the_proportions_and_bad_input_is_refused():
+    assert noisy.kind_counts(10, {"misaligned": 0.5, "untranslated": 0.5}) == {"misaligned": 5, "untranslated": 5}
+    assert sum(noisy.kind_counts(8701, noisy.KINDS).values()) == 8701
+    with pytest.raises(noisy.PreparationError, match="leaves no clean pair"):
+        noisy.corrupt(["a"] * 4, ["b"] * 4, 0.99, seed=1)
+    assert noisy.main(["--raw-dir", "/nonexistent", "--out", "/tmp/unused-noisy"]) == 2
