@@ -46,10 +46,16 @@ def test_an_arm_that_never_reaches_the_target_is_reported_as_such():
     assert "not reached" in benchmark.markdown(summary, "cmd", "machine")
 
 
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """The smoke preset, run once for the tests of this module: its folder and what it printed."""
+    out = tmp_path_factory.mktemp("benchmark") / "smoke"
+    return out, run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out), timeout=1500).stdout
+
+
 @pytest.mark.slow
-def test_smoke_preset_runs_every_arm_and_writes_every_output(tmp_path):
-    out = tmp_path / "smoke"
-    printed = run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out), timeout=1500).stdout
+def test_smoke_preset_runs_every_arm_and_writes_every_output(smoke_run):
+    out, printed = smoke_run
     with open(out / "results.json") as f:
         results = json.load(f)
     assert {run["arm"] for run in results["runs"]} == set(benchmark.ARMS)
@@ -131,7 +137,8 @@ def test_a_truncated_last_checkpoint_is_replaced_by_the_best_one(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(tmp_path):
+def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(smoke_run, tmp_path):
+    import shutil
     import signal
     import subprocess
     import sys
@@ -139,13 +146,12 @@ def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(tmp_path):
 
     from .conftest import ROOT
 
-    def benchmark_command(out):
-        return [sys.executable, "scripts/benchmark.py", "--preset", "smoke", "--arms", "baseline", "--out", str(out)]
-
-    run_script(*benchmark_command(tmp_path / "clean")[1:], timeout=900)
+    clean_out, _ = smoke_run
     killed = tmp_path / "killed"
+    shutil.copytree(clean_out / "data-bin", killed / "data-bin")  # the same prepared corpus, not prepared again
+    command = [sys.executable, "scripts/benchmark.py", "--preset", "smoke", "--arms", "baseline", "--out", str(killed)]
     log = killed / "runs" / "baseline-seed1" / "train.log"
-    process = subprocess.Popen(benchmark_command(killed), cwd=ROOT, start_new_session=True,
+    process = subprocess.Popen(command, cwd=ROOT, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     while not (log.exists() and "begin training epoch 2" in log.read_text()) and time.time() < deadline:
@@ -153,14 +159,12 @@ def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(tmp_path):
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     assert "done training" not in log.read_text(), "the kill came too late to interrupt training"
-    run_script(*benchmark_command(killed)[1:], timeout=900)
+    run_script(*command[1:], timeout=900)
 
-    def figures(out):
-        with open(out / "results.json") as f:
-            [run] = json.load(f)["runs"]
-        return run
-
-    clean, resumed = figures(tmp_path / "clean"), figures(killed)
+    with open(clean_out / "results.json") as f:
+        clean = next(run for run in json.load(f)["runs"] if run["arm"] == "baseline")
+    with open(killed / "results.json") as f:
+        [resumed] = json.load(f)["runs"]
     for key in ("updates", "target_tokens", "kept_share"):
         assert [row[key] for row in resumed["epochs"]] == [row[key] for row in clean["epochs"]], key
     # Training resumes from the checkpoint of epoch 1, so it is not bit-identical to the uninterrupted
