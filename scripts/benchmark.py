@@ -260,18 +260,35 @@ def derive(runs, bleu_levels=()):
 
 
 def summarize(per_arm):
-    """Mean, spread and the number of seeds that have each figure, per arm."""
+    """Mean, spread and the number of seeds that reached each figure, per arm, over the seeds to which the
+    figure applies (a figure is None where it was not reached and absent where it does not apply)."""
     summary = {}
     for arm, seeds in per_arm.items():
         summary[arm] = {}
-        for key in seeds[0]:
-            values = [s[key] for s in seeds if s[key] is not None]
+        for key in dict.fromkeys(key for figures in seeds for key in figures):
+            applying = [figures[key] for figures in seeds if key in figures]
+            values = [value for value in applying if value is not None]
             summary[arm][key] = {
                 "mean": statistics.mean(values) if values else None,
                 "spread": (max(values) - min(values)) if len(values) > 1 else 0.0,
-                "reached": len(values), "seeds": len(seeds),
+                "reached": len(values), "seeds": len(applying),
             }
     return summary
+
+
+def cell(stat, digits=2):
+    """A table cell: mean (± half the range over seeds), the seeds that reached it, "-" where the figure
+    does not apply to the arm (``stat`` None)."""
+    if stat is None:
+        return "-"
+    if stat["mean"] is None:
+        return "not reached"
+    text = f"{stat['mean']:.{digits}f}"
+    if stat["seeds"] > 1:
+        text += f" ± {stat['spread'] / 2:.{digits}f}"
+    if stat["reached"] < stat["seeds"]:
+        text += f" ({stat['reached']}/{stat['seeds']} seeds)"
+    return text
 
 
 def update_figures(runs, budget):
@@ -297,8 +314,6 @@ def update_figures(runs, budget):
             "bleu_by_0.8": bleu_at(points, 0.8 * budget, "updates"),
             "bleu_by_end": bleu_at(points, budget, "updates"),
             "final_valid_loss": points[-1]["valid_loss"],
-            "beats_budget_0.8": None,
-            "plateau_gain": None,
         }
         reference = matched.get(run["seed"])
         if reference is not None and reference is not run and reference.get("validations"):
@@ -315,13 +330,6 @@ def update_figures(runs, budget):
 def update_table(summary, budget):
     if not summary:
         return ""
-
-    def cell(stat, digits=2):
-        if stat["mean"] is None:
-            return "-" if not stat["reached"] and stat["seeds"] else "not reached"
-        return f"{stat['mean']:.{digits}f}" + (f" ({stat['reached']}/{stat['seeds']} seeds)"
-                                                if stat["reached"] < stat["seeds"] else "")
-
     lines = ["", f"At equal update counts (budget {budget} updates; mean over seeds; a budget-matched baseline "
              "trains for its fraction of the budget with a cosine schedule that reaches 0 there):", "",
              "| arm | updates to baseline best (ratio) | BLEU by 0.6 | by 0.8 | by the end | final valid loss "
@@ -332,21 +340,11 @@ def update_table(summary, budget):
             s = summary[arm]
             lines.append(f"| {arm} | {cell(s['update_ratio'])} | {cell(s['bleu_by_0.6'])} | {cell(s['bleu_by_0.8'])} | "
                          f"{cell(s['bleu_by_end'])} | {cell(s['final_valid_loss'], 3)} | "
-                         f"{cell(s['beats_budget_0.8'])} | {cell(s['plateau_gain'])} |")
+                         f"{cell(s.get('beats_budget_0.8'))} | {cell(s.get('plateau_gain'))} |")
     return "\n".join(lines) + "\n"
 
 
 def markdown(summary, command, machine, bleu_levels=()):
-    def cell(stat, digits=2):
-        if stat["mean"] is None:
-            return "not reached"
-        text = f"{stat['mean']:.{digits}f}"
-        if stat["seeds"] > 1:
-            text += f" ± {stat['spread'] / 2:.{digits}f}"
-        if stat["reached"] < stat["seeds"]:
-            text += f" ({stat['reached']}/{stat['seeds']} seeds)"
-        return text
-
     arms = [arm for arm in ARMS if arm in summary]
     lines = [
         f"Command: `{command}`", "", f"Machine: {machine}", "",

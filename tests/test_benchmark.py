@@ -122,7 +122,11 @@ def test_figures_at_equal_updates_compare_with_the_budget_matched_baseline():
     assert summary["assistant"]["bleu_by_0.6"]["mean"] == 25 and summary["assistant"]["bleu_by_end"]["mean"] == 36
     # The baseline gained 1.0 BLEU in its last quarter (29 by 300 updates, 30 at 400): no plateau yet.
     assert summary["baseline"]["plateau_gain"]["mean"] == pytest.approx(1.0)
-    assert "| assistant | 0.62 |" in benchmark.update_table(summary, 400)
+    table = benchmark.update_table(summary, 400)
+    assert "| assistant | 0.62 |" in table
+    # Not reached is said as such; a figure that does not apply to the arm (the plateau) is left empty.
+    assert "| uniform | not reached |" in table and table.splitlines()[-1].endswith("| 0.00 | - |")
+    assert "plateau_gain" not in summary["uniform"] and "beats_budget_0.8" not in summary["baseline-cosine-0.8"]
 
 
 def test_a_truncated_last_checkpoint_is_replaced_by_the_best_one(tmp_path):
