@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ..option_fields import option
+from ..selection.sampling import selection_corrected_mean
 from .features import SCORING_CHUNK_PAIRS, PairFeatures
 
 STATE_VERSION = 2
@@ -172,14 +173,12 @@ class Assistant:
         """
         ids = np.asarray(ids, dtype=np.int64)
         losses = np.asarray(per_token_losses, dtype=np.float64)
-        keep_prob = np.ones(len(ids)) if keep_prob is None else np.asarray(keep_prob, dtype=np.float64)
         finite = np.isfinite(losses)
-        ids, losses, keep_prob = ids[finite], losses[finite], keep_prob[finite]
+        ids, losses = ids[finite], losses[finite]
         if len(ids) == 0:
             return None
         cfg = self.config
-        inverse_keep = 1.0 / np.maximum(keep_prob, 1e-6)
-        batch_mean = float(np.sum(losses * inverse_keep) / np.sum(inverse_keep))
+        batch_mean = selection_corrected_mean(losses, None if keep_prob is None else np.asarray(keep_prob)[finite])
         if labels is None:
             labels = self.labels(losses, batch_mean)
         else:

@@ -10,7 +10,13 @@ from .keep_rules import (
 )
 from .loss_table import LatestLossTable, LossHistory
 from .policies import POLICIES, Policy
-from .sampling import batch_importance_weights, draw_keep_mask, importance_weights, local_generator
+from .sampling import (
+    batch_importance_weights,
+    draw_keep_mask,
+    importance_weights,
+    local_generator,
+    selection_corrected_mean,
+)
 from .selector import SelectionOptions, Selector
 
 __all__ = [
@@ -29,4 +35,5 @@ __all__ = [
     "draw_keep_mask",
     "importance_weights",
     "local_generator",
+    "selection_corrected_mean",
 ]

@@ -4,6 +4,8 @@
 import numpy as np
 import torch
 
+from .sampling import selection_corrected_mean
+
 
 class LatestLossTable:
     """One float per pair; NaN until the Boss has reported a loss for the pair."""
@@ -79,8 +81,8 @@ class LossHistory(LatestLossTable):
         progress = self.progress(ids)
         known = np.isfinite(progress)
         if known.any():
-            weights = np.ones(len(ids)) if keep_prob is None else 1.0 / np.maximum(np.asarray(keep_prob)[finite], 1e-6)
-            batch_mean = float(np.sum(progress[known] * weights[known]) / np.sum(weights[known]))
+            batch_mean = selection_corrected_mean(
+                progress[known], None if keep_prob is None else np.asarray(keep_prob)[finite][known])
             self.progress_mean = batch_mean if not np.isfinite(self.progress_mean) else (
                 self.mean_decay * self.progress_mean + (1 - self.mean_decay) * batch_mean)
 

@@ -28,6 +28,16 @@ def importance_weights(keep_prob):
     return (1.0 / np.asarray(keep_prob, dtype=np.float64)).astype(np.float32)
 
 
+def selection_corrected_mean(values, keep_prob=None):
+    """The mean of ``values`` over every candidate, estimated from the kept ones: each weighted by
+    ``1 / p_keep`` (the Hajek estimate; ``keep_prob`` None: every candidate was kept)."""
+    values = np.asarray(values, dtype=np.float64)
+    if keep_prob is None:
+        return float(values.mean())
+    inverse_keep = 1.0 / np.maximum(np.asarray(keep_prob, dtype=np.float64), 1e-6)
+    return float(np.sum(values * inverse_keep) / np.sum(inverse_keep))
+
+
 def batch_importance_weights(keep_prob, target_tokens):
     """Importance weights of one batch's pairs, scaled to a mean of 1 per target token.
 
