@@ -1,5 +1,6 @@
 """Raw parallel text as distributed (plain or gzipped, one sentence per line), read with errors that name
-the file and line (no fairseq import). Used by scripts/prepare_multi30k.py and scripts/make_noisy_corpus.py."""
+the file and line, and the list of corrupted pairs of a noisy copy (no fairseq import). Used by
+scripts/prepare_multi30k.py, scripts/make_noisy_corpus.py and ``--autoassist-noise-ids``."""
 
 import gzip
 import os
@@ -54,3 +55,17 @@ def read_parallel(raw_dir, stem, src, tgt):
             "line i of one side must translate line i of the other"
         )
     return sides
+
+
+def write_noise(path, noise):
+    """``noise.tsv``: a header, then ``line<TAB>kind`` for each corrupted pair (0-based lines)."""
+    with open(path, "w") as f:
+        f.write("line\tkind\n")
+        f.writelines(f"{line}\t{kind}\n" for line, kind in sorted(noise.items()))
+
+
+def read_noise(path):
+    """``{line: kind}`` from a ``noise.tsv`` written by ``write_noise``."""
+    with open(path) as f:
+        rows = [row.split("\t") for row in f.read().splitlines()[1:] if row.strip()]
+    return {int(row[0]): row[1] if len(row) > 1 else "" for row in rows}

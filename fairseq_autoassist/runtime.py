@@ -22,6 +22,7 @@ from .data import ShrinkingBatchStream
 from .errors import AutoAssistConfigError
 from .loss_log import LossLog
 from .options import RuntimeOptions, build
+from .raw_corpus import read_noise
 from .selection import (
     LatestLossTable,
     LossHistory,
@@ -39,11 +40,9 @@ CHECKPOINT_VERSION = 2
 
 
 def read_flagged_pairs(path, num_pairs):
-    """The pairs listed in ``path`` (a ``noise.tsv``: a header, then ``line<TAB>kind``) as a boolean mask."""
+    """The pairs listed in a ``noise.tsv`` (``raw_corpus.read_noise``) as a boolean mask."""
     try:
-        with open(path) as f:
-            rows = [line.split("\t")[0] for line in f.read().splitlines()[1:] if line.strip()]
-        ids = np.asarray([int(row) for row in rows], dtype=np.int64)
+        ids = np.asarray(list(read_noise(path)), dtype=np.int64)
     except (OSError, ValueError) as error:
         raise AutoAssistConfigError(f"--autoassist-noise-ids {path} is unreadable ({error}); pass the noise.tsv "
                                     "written by scripts/make_noisy_corpus.py") from None
@@ -107,10 +106,6 @@ class AutoAssistRuntime:
             return SyncAssistantWorker(assistant)
         return AsyncAssistantWorker(assistant, queue_size=self.runtime_options.queue_size)
 
-    @property
-    def _loss_consumers(self):
-        return [c for c in (self.worker, self.loss_table, self.loss_log) if c is not None]
-
     # ------------------------------------------------------------ selection
     def _select_on_every_rank(self, indices, epoch, pass_index, chunk):
         started = time.thread_time()
@@ -152,7 +147,7 @@ class AutoAssistRuntime:
 
     @property
     def wants_losses(self):
-        return bool(self._loss_consumers)
+        return any(consumer is not None for consumer in (self.worker, self.loss_table, self.loss_log))
 
     def report_losses(self, ids, per_token_losses):
         """A step's per-token losses (every rank's, when distributed) to the Assistant, the loss table

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fairseq_autoassist.raw_corpus import read_parallel
+from fairseq_autoassist.raw_corpus import read_noise, read_parallel
 from fairseq_autoassist.recipes import write_synthetic_multi30k
 from scripts import make_noisy_corpus as noisy
 
@@ -14,8 +14,8 @@ def test_each_kind_of_noise_is_what_its_name_says(tmp_path):
     manifest = noisy.make_noisy_corpus(raw, str(tmp_path / "noisy"), "de", "en", share=0.3, seed=3)
     source, target = read_parallel(raw, "train", "de", "en")
     noisy_source, noisy_target = read_parallel(str(tmp_path / "noisy"), "train", "de", "en")
-    lines = (tmp_path / "noisy" / "noise.tsv").read_text().splitlines()[1:]
-    noise = {int(line): kind for line, kind in (row.split("\t") for row in lines)}
+    assert (tmp_path / "noisy" / "noise.tsv").read_text().startswith("line\tkind\n")
+    noise = read_noise(str(tmp_path / "noisy" / "noise.tsv"))
     assert len(noise) == manifest["corrupted"] == round(0.3 * len(source))
     assert manifest["counts"] == noisy.kind_counts(len(noise), noisy.KINDS)
     originals = set(zip(source, target))
