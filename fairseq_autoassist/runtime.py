@@ -2,8 +2,8 @@
 
 ``AutoAssistRuntime`` builds the parts a policy needs (``selection.policies``): the Assistant and its
 worker, the table of each pair's latest loss, the optional loss log, the selector and the shrinking
-batch stream. The fairseq task talks only to it: the stream for batches, ``loss_weights`` and
-``report_losses`` in each training step, ``metrics`` for the logs, ``state_dict`` /
+batch stream. The fairseq task talks only to it: the stream for batches, ``loss_weights`` (when
+``weighted``) and ``report_losses`` in each training step, ``metrics`` for the logs, ``state_dict`` /
 ``load_state_dict`` for checkpoints.
 
 Under distributed training every rank holds a runtime; the first rank's selection of each chunk is
@@ -138,11 +138,13 @@ class AutoAssistRuntime:
         """Keeps update-based schedules (annealing, InfoBatch's delta, SPL's pace) current."""
         self.selector.num_updates = num_updates
 
+    @property
+    def weighted(self):
+        """Whether kept pairs' losses carry importance weights (``loss_weights``)."""
+        return self.selector.options.weighted
+
     def loss_weights(self, ids, target_lengths):
-        """Per-pair loss weights of a batch (importance weights, see ``batch_importance_weights``),
-        or None when the policy does not weight."""
-        if not self.selector.options.weighted:
-            return None
+        """Per-pair loss weights of a batch: importance weights, see ``batch_importance_weights``."""
         return batch_importance_weights(self.stream.pair_keep_prob[ids], target_lengths)
 
     @property

@@ -149,11 +149,11 @@ class AutoAssistTranslationTask(TranslationTask):
                 token_loss, token_nll = criterion.compute_loss(model, net_output, sample, reduce=False)
                 sentence_loss = token_loss.view(batch_size, -1).sum(1)
                 sentence_nll = token_nll.view(batch_size, -1).sum(1)
-                weights = self.runtime.loss_weights(ids, target_lengths.cpu().numpy())
-                if weights is None:
-                    loss = sentence_loss.sum()
-                else:
+                if self.runtime.weighted:
+                    weights = self.runtime.loss_weights(ids, target_lengths.cpu().numpy())
                     loss = (sentence_loss * sentence_loss.new_tensor(weights)).sum()
+                else:
+                    loss = sentence_loss.sum()
         sample_size = batch_size if criterion.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": sentence_loss.sum().data,
