@@ -73,6 +73,11 @@ def validate(cfg):
         problem = value_problem(value, f.metadata)
         if problem:
             raise AutoAssistConfigError(f"{flag(f.name)}={value} {problem}")
+    learned, unlearnable = cfg.autoassist_learned_quantile, cfg.autoassist_unlearnable_quantile
+    if learned >= unlearnable:
+        raise AutoAssistConfigError(
+            f"--autoassist-learned-quantile={learned} is not below --autoassist-unlearnable-quantile={unlearnable}, "
+            "so the learnable policy would call every pair learned or unlearnable; lower the first or raise the second")
 
 
 def build(group, cfg, **fixed):

@@ -24,8 +24,6 @@ from .loss_log import LossLog
 from .options import RuntimeOptions, build
 from .raw_corpus import read_noise
 from .selection import (
-    LatestLossTable,
-    LossHistory,
     SelectionOptions,
     SelectionSchedule,
     Selector,
@@ -36,7 +34,7 @@ from .worker import AsyncAssistantWorker, SyncAssistantWorker
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3
 
 
 def read_flagged_pairs(path, num_pairs):
@@ -52,6 +50,24 @@ def read_flagged_pairs(path, num_pairs):
     flagged = np.zeros(num_pairs, dtype=bool)
     flagged[ids] = True
     return flagged
+
+
+def feed_back(policy, ids, per_token_losses, keep_prob, loss_table=None, worker=None, loss_log=None):
+    """One step's per-token losses of the kept pairs, with the probability each was kept with, to the
+    consumers a policy has (``scripts/replay_selection.py`` replays a loss log through this too)."""
+    for consumer in (loss_table, loss_log):
+        if consumer is not None:
+            consumer.submit(ids, per_token_losses, keep_prob)
+    if worker is None:
+        return
+    if policy.learns_table_labels:
+        # A label may need two visits (learning progress): the Assistant learns from the pairs that have one.
+        labels = loss_table.labels(ids)
+        labelled = np.isfinite(labels)
+        if labelled.any():
+            worker.submit(ids[labelled], per_token_losses[labelled], keep_prob[labelled], labels[labelled])
+    else:
+        worker.submit(ids, per_token_losses, keep_prob)
 
 
 class AutoAssistRuntime:
@@ -74,13 +90,8 @@ class AutoAssistRuntime:
         self.runtime_options = build(RuntimeOptions, cfg)
         selection_options = build(SelectionOptions, cfg)
         self.worker = self._build_worker(cfg, pair_features()) if self.policy.needs_assistant else None
-        self.loss_table = None
-        if self.policy.learns_progress:
-            self.loss_table = LossHistory(
-                len(target_sizes), mean_decay=cfg.autoassist_loss_mean_decay,
-                fresh_steps=round(selection_options.progress_fresh_passes * steps_per_pass))
-        elif self.policy.needs_loss_table:
-            self.loss_table = LatestLossTable(len(target_sizes))
+        self.loss_table = self.policy.build_loss_table(len(target_sizes), selection_options, steps_per_pass,
+                                                       cfg.autoassist_loss_mean_decay)
         self.loss_log = None
         if self.runtime_options.loss_log and distributed.rank() == 0:
             self.loss_log = LossLog(self.runtime_options.loss_log)
@@ -160,20 +171,8 @@ class AutoAssistRuntime:
         if not len(ids):
             return
         # Every rank iterates the whole global batch list, so each holds every pair's probability.
-        keep_prob = self.stream.pair_keep_prob[ids]
-        for consumer in (self.loss_table, self.loss_log):
-            if consumer is not None:
-                consumer.submit(ids, per_token_losses, keep_prob)
-        if self.worker is None:
-            return
-        if self.policy.learns_progress:
-            # The label needs two visits: the Assistant learns from the pairs that have them.
-            labels = self.loss_table.learning_labels(ids)
-            labelled = np.isfinite(labels)
-            if labelled.any():
-                self.worker.submit(ids[labelled], per_token_losses[labelled], keep_prob[labelled], labels[labelled])
-        else:
-            self.worker.submit(ids, per_token_losses, keep_prob)
+        feed_back(self.policy, ids, per_token_losses, self.stream.pair_keep_prob[ids], self.loss_table, self.worker,
+                  self.loss_log)
 
     # ------------------------------------------------------------ logs
     def metrics(self):

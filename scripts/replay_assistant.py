@@ -31,8 +31,10 @@ from dataclasses import asdict
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from fairseq_autoassist.assistant import Assistant, AssistantConfig, PairFeatures
+from fairseq_autoassist.assistant import Assistant, AssistantConfig
 from fairseq_autoassist.assistant.model import balanced_accuracy
+from fairseq_autoassist.data.iterator import load_pair_features
+from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import read_loss_log
 from fairseq_autoassist.selection import assistant_keep_probabilities
 
@@ -49,22 +51,6 @@ SETTINGS = {
     "uncorrected-threshold": (AssistantConfig(), False),
     "no-forgetting-uncorrected": (AssistantConfig(grad_decay=1.0), False),
 }
-
-
-def load_features(data, source_lang, target_lang, split="train"):
-    from fairseq.data import Dictionary, data_utils
-
-    from fairseq_autoassist.data.iterator import corpus_side
-
-    dictionary = Dictionary.load(os.path.join(data, f"dict.{source_lang}.txt"))
-    sides = []
-    for lang in (source_lang, target_lang):
-        prefix = os.path.join(data, f"{split}.{source_lang}-{target_lang}.{lang}")
-        dataset = data_utils.load_indexed_dataset(prefix, dictionary)
-        if dataset is None:
-            sys.exit(f"error: {prefix}.idx is missing; pass a prepared data-bin folder with --data")
-        sides.append(corpus_side(dataset))
-    return PairFeatures(*sides, vocab_size=len(dictionary))
 
 
 def replay(features, loss_log, config, correct_threshold, base_prob, min_keep_prob, seed):
@@ -148,7 +134,10 @@ def main(argv=None):
     args = parse_args(argv)
     if not os.path.isfile(args.loss_log):
         sys.exit(f"error: {args.loss_log} does not exist; record one with --autoassist-loss-log FILE")
-    features = load_features(args.data, args.source_lang, args.target_lang)
+    try:
+        features = load_pair_features(args.data, args.source_lang, args.target_lang)
+    except AutoAssistConfigError as error:
+        sys.exit(f"error: {error}")
     results = {}
     for name in args.settings:
         config, correct_threshold = SETTINGS[name]

@@ -24,12 +24,18 @@ from .conftest import ROOT
         ("autoassist_grad_decay", 0.0, "--autoassist-grad-decay=0.0 is outside (0, 1]"),
         ("autoassist_refresh_updates", -1, "--autoassist-refresh-updates=-1 must be >= 0"),
         ("autoassist_queue_size", 0, "--autoassist-queue-size=0 must be >= 1"),
-        ("autoassist_policy", "bogus", "--autoassist-policy=bogus is unknown; choose one of assistant, progress, uniform"),
+        ("autoassist_policy", "bogus", "--autoassist-policy=bogus is unknown; choose one of assistant, progress, learnable, uniform"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_flag(name, value, message):
     with pytest.raises(AutoAssistConfigError, match=re.escape(message)):
         validate(replace(AutoAssistOptions(), **{name: value}))
+
+
+def test_a_learned_quantile_at_or_above_the_unlearnable_one_is_refused():
+    with pytest.raises(AutoAssistConfigError, match="--autoassist-learned-quantile=0.8 is not below "
+                                                    "--autoassist-unlearnable-quantile=0.8"):
+        validate(replace(AutoAssistOptions(), autoassist_learned_quantile=0.8))
 
 
 def test_the_defaults_are_valid_and_every_option_has_help():

@@ -96,7 +96,7 @@ def test_the_progress_policy_teaches_the_assistant_its_own_label():
     assistant = runtime.worker.assistant
     assert assistant.num_pairs_seen > 0
     assert assistant.positive_rate == pytest.approx(0.5, abs=0.25)
-    labels = runtime.loss_table.learning_labels(np.arange(NUM_PAIRS))
+    labels = runtime.loss_table.labels(np.arange(NUM_PAIRS))
     seen = np.isfinite(labels)
     assert labels[seen & falling].mean() > 0.75 and labels[seen & ~falling].mean() < 0.1
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from fairseq_autoassist.selection import (
     LatestLossTable,
+    LossBand,
     LossHistory,
     SelectionOptions,
     SelectionSchedule,
@@ -17,6 +18,7 @@ from fairseq_autoassist.selection import (
     draw_keep_mask,
     importance_weights,
     infobatch_keep_probabilities,
+    selection_corrected_quantile,
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
@@ -237,11 +239,11 @@ def test_learning_progress_labels_learning_pairs_and_neither_learned_nor_unlearn
     for visit in range(3):
         losses = np.r_[np.full(100, 0.5), np.full(100, 6.0), np.full(100, 4.0 * 0.7 ** visit)]
         history.submit(np.arange(300), losses * rng.normal(1.0, 0.01, size=300))
-    labels = history.learning_labels(np.arange(300))
+    labels = history.labels(np.arange(300))
     assert labels[learning].mean() == 1.0
     assert labels[learned].mean() < 0.6 and labels[unlearnable].mean() < 0.6
     assert history.progress(learning) == pytest.approx(np.full(100, 0.3), abs=0.04)
-    assert np.isnan(LossHistory(5).learning_labels(np.arange(5))).all()
+    assert np.isnan(LossHistory(5).labels(np.arange(5))).all()
 
 
 def test_learning_progress_labels_go_stale_and_the_mean_ignores_the_selection():
@@ -256,8 +258,22 @@ def test_learning_progress_labels_go_stale_and_the_mean_ignores_the_selection():
     assert np.isnan(history.fresh_labels([1, 2, 3])).all() and np.isfinite(history.fresh_labels([0])).all()
     restored = LossHistory(4)
     restored.load_state_dict(history.state_dict())
-    np.testing.assert_array_equal(restored.learning_labels(np.arange(4)), history.learning_labels(np.arange(4)))
+    np.testing.assert_array_equal(restored.labels(np.arange(4)), history.labels(np.arange(4)))
     assert restored.step == history.step == 4
+
+
+def test_learning_progress_is_per_pass_for_a_pair_seen_again_after_several_passes():
+    history = LossHistory(2, mean_decay=0.0, steps_per_pass=10)
+    history.submit([0, 1], [2.0, 2.0])
+    for _ in range(9):
+        history.submit([0], [2.0])
+    history.submit([0], [1.0])  # pair 0: one pass later, half its loss
+    for _ in range(19):
+        history.submit([0], [1.0])
+    history.submit([1], [0.8])  # pair 1: three passes later, 60% less
+    np.testing.assert_allclose(history.progress([1]), [0.2])
+    history.submit([0], [0.5])  # pair 0 again, a step after its last visit: no boost for short gaps
+    np.testing.assert_allclose(history.progress([0]), [0.5])
 
 
 def test_the_progress_policy_trusts_fresh_own_labels_and_the_assistant_elsewhere():
@@ -270,3 +286,56 @@ def test_the_progress_policy_trusts_fresh_own_labels_and_the_assistant_elsewhere
     keep = selector.keep_probabilities(np.arange(4), epoch=2)
     # Pair 0 is still learning (kept), 1 and 2 stopped (the floor), 3 was never seen (the Assistant's 0.5).
     np.testing.assert_allclose(keep, [1.0, 0.2, 0.2, 0.2 + 0.8 * 0.5])
+
+
+def test_the_selection_corrected_quantile_counts_each_kept_pair_for_the_candidates_it_stands_for():
+    values = np.array([1.0, 2.0, 3.0, 4.0])
+    assert selection_corrected_quantile(values, 0.5) == 2.0
+    # 4.0 was kept with probability 0.25: it stands for four candidates, so the median is 4.0.
+    assert selection_corrected_quantile(values, 0.5, keep_prob=[1.0, 1.0, 1.0, 0.25]) == 4.0
+    assert selection_corrected_quantile(values, 0.0) == 1.0 and selection_corrected_quantile(values, 1.0) == 4.0
+
+
+def test_the_loss_band_labels_learned_and_unlearnable_pairs_uninformative():
+    band = LossBand(100, lower_quantile=0.2, upper_quantile=0.8, mean_decay=0.0)
+    assert np.isnan(band.labels(np.arange(3))).all()
+    band.submit(np.arange(100), np.linspace(1.0, 3.0, 100))
+    labels = band.labels(np.arange(100))
+    assert labels[:19].sum() == 0 and labels[81:].sum() == 0 and labels[21:79].all()
+    np.testing.assert_allclose(band.lookup([0, 99]), [1.0 / band.loss_median, 3.0 / band.loss_median])
+    assert band.loss_median == pytest.approx(2.0, abs=0.03)
+
+
+def test_a_pair_skipped_while_the_corpus_loss_fell_is_judged_by_its_loss_relative_to_its_time():
+    band = LossBand(200, lower_quantile=0.0, upper_quantile=0.8, mean_decay=0.0)
+    spread = np.linspace(0.9, 1.1, 80)
+    band.submit(np.arange(100), np.r_[6.0 * spread, np.full(20, 15.0)])  # early: every loss high
+    later, noisy = np.arange(100, 180), np.arange(180, 200)
+    band.submit(np.r_[later, noisy], np.r_[2.0 * spread, np.full(20, 5.0)])
+    # An ordinary pair last seen early has a high loss, but an ordinary one for its time: still in the band.
+    assert band.labels(np.arange(70)).all()
+    assert not band.labels(noisy).any() and not band.labels(np.arange(80, 100)).any()
+
+
+def test_the_loss_band_ignores_the_selection_and_survives_a_checkpoint():
+    band = LossBand(4, lower_quantile=0.3, upper_quantile=0.7, mean_decay=0.0)
+    band.submit([0, 1, 2, 3], [1.0, 2.0, 2.0, 3.0], keep_prob=[1.0, 1.0, 1.0, 0.2])
+    # The pair kept with 0.2 stands for five of eight candidates: the median is its loss.
+    assert band.loss_median == 3.0
+    restored = LossBand(4, lower_quantile=0.3, upper_quantile=0.7)
+    restored.load_state_dict(band.state_dict())
+    np.testing.assert_array_equal(restored.labels(np.arange(4)), band.labels(np.arange(4)))
+    assert (restored.bounds, restored.loss_median, restored.step) == (band.bounds, band.loss_median, 1)
+
+
+def test_the_learnable_policy_trusts_a_pairs_own_label_once_seen_and_the_assistant_before():
+    band = LossBand(4, lower_quantile=0.0, upper_quantile=0.8, mean_decay=0.0)
+    band.submit([0, 1, 2], [1.0, 2.0, 8.0])
+    for _ in range(100):  # a label of the band never goes stale
+        band.submit([3], [np.nan])
+    options = SelectionOptions(policy="learnable", base_prob=0.2)
+    selector = Selector(options, SelectionSchedule(warmup_epochs=0), seed=1,
+                        worker=_Worker(_ConstantAssistant(0.5, 1.0)), loss_table=band)
+    keep = selector.keep_probabilities(np.arange(4), epoch=2)
+    # 0 and 1 are in the band (kept), 2 is unlearnable (the floor), 3 was never seen (the Assistant's 0.5).
+    np.testing.assert_allclose(keep, [1.0, 1.0, 0.2, 0.2 + 0.8 * 0.5])

@@ -3,13 +3,14 @@ the epoch batch iterator."""
 
 import logging
 import math
+import os
 
 import numpy as np
 import torch
-from fairseq.data import data_utils, iterators
+from fairseq.data import Dictionary, data_utils, iterators
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
-from ..assistant import CorpusSide
+from ..assistant import CorpusSide, PairFeatures
 from ..errors import AutoAssistConfigError
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,19 @@ def corpus_side(indexed_dataset):
     offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(s) for s in sentences])
     return CorpusSide(np.concatenate(sentences) if sentences else np.zeros(0, np.int64), offsets)
+
+
+def load_pair_features(data, source_lang, target_lang, split="train"):
+    """The Assistant's features of a prepared data-bin split, for the offline replay scripts."""
+    dictionary = Dictionary.load(os.path.join(data, f"dict.{source_lang}.txt"))
+    sides = []
+    for lang in (source_lang, target_lang):
+        prefix = os.path.join(data, f"{split}.{source_lang}-{target_lang}.{lang}")
+        dataset = data_utils.load_indexed_dataset(prefix, dictionary)
+        if dataset is None:
+            raise AutoAssistConfigError(f"{prefix}.idx is missing; pass a prepared data-bin folder with --data")
+        sides.append(corpus_side(dataset))
+    return PairFeatures(*sides, vocab_size=len(dictionary))
 
 
 def training_order(task, dataset, seed, epoch, max_positions, ignore_invalid_inputs):

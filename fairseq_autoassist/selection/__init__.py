@@ -8,7 +8,7 @@ from .keep_rules import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
-from .loss_table import LatestLossTable, LossHistory
+from .loss_table import LatestLossTable, LossBand, LossHistory
 from .policies import POLICIES, Policy
 from .sampling import (
     batch_importance_weights,
@@ -16,12 +16,14 @@ from .sampling import (
     importance_weights,
     local_generator,
     selection_corrected_mean,
+    selection_corrected_quantile,
 )
 from .selector import SelectionOptions, Selector
 
 __all__ = [
     "POLICIES",
     "LatestLossTable",
+    "LossBand",
     "LossHistory",
     "Policy",
     "infobatch_keep_probabilities",
@@ -36,4 +38,5 @@ __all__ = [
     "importance_weights",
     "local_generator",
     "selection_corrected_mean",
+    "selection_corrected_quantile",
 ]

@@ -1,7 +1,8 @@
 """The selection policies, one registry entry each (no fairseq import).
 
-A policy is its keep rule (from ``keep_rules``) and what it needs: the Assistant worker, the table
-of each pair's latest loss, and whether its kept pairs' losses always carry importance weights.
+A policy is its keep rule (from ``keep_rules``) and what it needs: the Assistant worker, a table of
+per-pair losses (``loss_table``: how to build it), whether the Assistant learns that table's labels
+instead of the paper's, and whether its kept pairs' losses always carry importance weights.
 Adding a policy is one ``Policy`` entry in ``POLICIES`` plus its rule; ``--autoassist-policy``,
 its help text, the selector and the task's wiring all read the registry.
 
@@ -21,6 +22,20 @@ from .keep_rules import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
+from .loss_table import LatestLossTable, LossBand, LossHistory
+
+
+def _latest_losses(num_pairs, options, steps_per_pass, mean_decay):
+    return LatestLossTable(num_pairs)
+
+
+def _loss_history(num_pairs, options, steps_per_pass, mean_decay):
+    return LossHistory(num_pairs, mean_decay=mean_decay, fresh_steps=round(options.progress_fresh_passes * steps_per_pass),
+                       steps_per_pass=steps_per_pass)
+
+
+def _loss_band(num_pairs, options, steps_per_pass, mean_decay):
+    return LossBand(num_pairs, options.learned_quantile, options.unlearnable_quantile, mean_decay=mean_decay)
 
 
 @dataclass(frozen=True)
@@ -29,9 +44,15 @@ class Policy:
     help: str
     keep: Optional[Callable] = None  # None: no selection, the stock translation task
     needs_assistant: bool = False
-    needs_loss_table: bool = False
+    # ``loss_table(num_pairs, options, steps_per_pass, mean_decay) -> table``, None: no table.
+    loss_table: Optional[Callable] = None
     always_weighted: bool = False
-    learns_progress: bool = False  # the Assistant learns LossHistory's learning-progress label
+    learns_table_labels: bool = False  # the Assistant learns the loss table's labels, not the paper's
+
+    def build_loss_table(self, num_pairs, options, steps_per_pass, mean_decay):
+        if self.loss_table is None:
+            return None
+        return self.loss_table(num_pairs, options, steps_per_pass, mean_decay)
 
 
 def _assistant(selector, indices, progress):
@@ -49,9 +70,10 @@ def _uniform(selector, indices, progress):
                                       selector.options.min_keep_prob)
 
 
-def _learning_progress(selector, indices, progress):
-    """A pair's own learning-progress label where it is fresh, the Assistant's prediction of that label
-    where it is stale or missing; either in the paper's rule ``b + (1 - b) p``."""
+def _own_label_or_assistant(selector, indices, progress):
+    """A pair's own label from its recent losses (the loss table's) where it is fresh, the Assistant's
+    prediction of that label where it is stale or missing; either in the paper's rule ``b + (1 - b) p``.
+    (A ``LossBand``'s labels never go stale: its relative losses stay comparable over training.)"""
     options = selector.options
     own = selector.loss_table.fresh_labels(indices)
     if selector.worker.healthy:
@@ -86,12 +108,17 @@ POLICIES = {
         Policy("assistant", "AutoAssist: the Assistant's P(informative) in the paper's rule", _assistant,
                needs_assistant=True),
         Policy("progress", "learning progress: skip pairs whose loss has stopped falling, learned or unlearnable; "
-               "own recent losses where fresh, the Assistant's prediction elsewhere", _learning_progress,
-               needs_assistant=True, needs_loss_table=True, learns_progress=True),
+               "own recent losses where fresh, the Assistant's prediction elsewhere", _own_label_or_assistant,
+               needs_assistant=True, loss_table=_loss_history, learns_table_labels=True),
+        Policy("learnable", "skip learned pairs (loss below the running --autoassist-learned-quantile) and "
+               "unlearnable ones (loss above the running --autoassist-unlearnable-quantile: misaligned, "
+               "untranslated, wrong-language pairs), both relative to the corpus' loss when measured; a pair's own "
+               "latest loss once seen, the Assistant's prediction before", _own_label_or_assistant, needs_assistant=True, loss_table=_loss_band,
+               learns_table_labels=True),
         Policy("uniform", "keep each pair with --autoassist-uniform-keep-prob, a control", _uniform),
         Policy("infobatch", "InfoBatch: prune below-mean-loss pairs, rescale the kept ones", _infobatch,
-               needs_loss_table=True, always_weighted=True),
-        Policy("spl", "self-paced learning: the easiest seen pairs first", _self_paced, needs_loss_table=True),
+               loss_table=_latest_losses, always_weighted=True),
+        Policy("spl", "self-paced learning: the easiest seen pairs first", _self_paced, loss_table=_latest_losses),
         Policy("none", "every pair, exactly like --task translation"),
     )
 }

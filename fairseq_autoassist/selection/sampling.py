@@ -38,6 +38,18 @@ def selection_corrected_mean(values, keep_prob=None):
     return float(np.sum(values * inverse_keep) / np.sum(inverse_keep))
 
 
+def selection_corrected_quantile(values, quantile, keep_prob=None):
+    """The ``quantile`` of ``values`` over every candidate, estimated from the kept ones each weighted by
+    ``1 / p_keep`` (the weighted empirical quantile; ``keep_prob`` None: every candidate was kept)."""
+    values = np.asarray(values, dtype=np.float64)
+    weights = np.ones(len(values)) if keep_prob is None else 1.0 / np.maximum(
+        np.asarray(keep_prob, dtype=np.float64), 1e-6)
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    position = np.searchsorted(cumulative, quantile * cumulative[-1], side="left")
+    return float(values[order][min(position, len(values) - 1)])
+
+
 def batch_importance_weights(keep_prob, target_tokens):
     """Importance weights of one batch's pairs, scaled to a mean of 1 per target token.
 

@@ -44,6 +44,12 @@ class SelectionOptions:
     progress_fresh_passes: float = option(
         1.5, "progress: a pair's own learning progress decides while its last visit is at most this many passes "
         "old; older or missing, the Assistant's prediction of it decides", minimum=0)
+    learned_quantile: float = option(
+        0.0, "learnable: a pair whose latest loss is below this running quantile of the reported losses counts as "
+        "learned (0: none)", minimum=0, maximum=1)
+    unlearnable_quantile: float = option(
+        0.8, "learnable: a pair whose latest loss is above this running quantile of the reported losses counts as "
+        "unlearnable (1: none)", minimum=0, maximum=1)
     spl_start_fraction: float = option(
         0.5, "spl: share of the easiest seen pairs kept at the start; it grows linearly to 1 over --max-update "
         "(or --max-epoch)", minimum=0, maximum=1)
@@ -60,8 +66,8 @@ class Selector:
     same chunk when an epoch is planned, with the same random draws); ``num_updates`` is kept
     current by the training loop so that update-based annealing knows where training is.
 
-    ``worker`` (an Assistant worker, see ``fairseq_autoassist.worker``) is needed by the
-    ``assistant`` policy, ``loss_table`` (a ``LatestLossTable``) by ``infobatch`` and ``spl``.
+    ``worker`` (an Assistant worker, see ``fairseq_autoassist.worker``) is needed by the policies
+    with ``needs_assistant``, ``loss_table`` (``policy.build_loss_table``) by those with a ``loss_table``.
     """
 
     def __init__(self, options: SelectionOptions, schedule: SelectionSchedule, seed: int, worker=None,
@@ -69,7 +75,7 @@ class Selector:
         self.policy = POLICIES[options.policy]
         if self.policy.needs_assistant and worker is None:
             raise ValueError(f"the {options.policy} policy needs an Assistant worker")
-        if self.policy.needs_loss_table and loss_table is None:
+        if self.policy.loss_table is not None and loss_table is None:
             raise ValueError(f"the {options.policy} policy needs a loss table")
         self.loss_table = loss_table
         self.options = options

@@ -1,0 +1,222 @@
+#!/usr/bin/env python
+"""Replay a keep-all run's recorded losses through selection rules and report which pairs each keeps.
+
+    python scripts/train_multi30k.py --data data-bin/multi30k-noisy30.de-en --policy uniform \
+        --save-dir runs/noisy-losslog --arch small --max-epoch 8 --max-tokens 2048 --lr 2e-3 \
+        --warmup-updates 300 --no-eval-bleu -- --autoassist-uniform-keep-prob 1.0 \
+        --autoassist-loss-log runs/noisy-losslog/losses.npy
+    python scripts/replay_selection.py --data data-bin/multi30k-noisy30.de-en \
+        --loss-log runs/noisy-losslog/losses.npy --noise-ids data/multi30k-noisy30/noise.tsv \
+        --rule assistant --rule progress:base_prob=0.1 --out docs/results/benchmark-multi30k-noisy/replay
+
+A screen for rules before they cost training runs. Each rule (``POLICY`` or ``POLICY:option=value,...``
+with any ``SelectionOptions`` field, e.g. ``progress:base_prob=0.1,progress_fresh_passes=2``) runs the
+real selector, Assistant (synchronous) and loss table over the logged steps in order: before a step
+its rule gives each of the step's pairs a keep probability, a seeded draw keeps some, and only the
+kept pairs' losses reach the rule's Assistant and loss table, as in a shrinking run (``--warmup-epochs``
+passes keep every pair first). The Boss is not simulated: every loss comes from the logged run, which
+trained on every pair, so the figures say how well a rule *separates* pairs, not what it does to BLEU.
+
+Reported per pass: for each noise kind of ``--noise-ids`` (a ``noise.tsv``; every other pair is
+``clean``) the mean per-token loss and learning progress of the logged run and the share of its pairs
+labelled informative by the paper's label and by the learning-progress label; and, per rule, the
+kept share of each kind. Outputs OUT/replay_selection.json and OUT/replay_selection.md.
+"""
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import sys
+
+import numpy as np
+
+from fairseq_autoassist.assistant import Assistant, AssistantConfig
+from fairseq_autoassist.data.iterator import load_pair_features
+from fairseq_autoassist.errors import AutoAssistConfigError
+from fairseq_autoassist.loss_log import read_loss_log
+from fairseq_autoassist.raw_corpus import read_noise
+from fairseq_autoassist.runtime import feed_back
+from fairseq_autoassist.selection import (
+    POLICIES,
+    LossHistory,
+    SelectionOptions,
+    SelectionSchedule,
+    Selector,
+)
+from fairseq_autoassist.worker import SyncAssistantWorker
+
+logger = logging.getLogger("replay_selection")
+
+CLEAN = "clean"
+
+
+def parse_rule(text):
+    """``POLICY[:field=value,...]`` -> ``(text, SelectionOptions)``."""
+    name, _, settings = text.partition(":")
+    if name not in POLICIES or POLICIES[name].keep is None:
+        raise argparse.ArgumentTypeError(f"--rule {text}: the policy must be one of "
+                                         f"{', '.join(n for n, p in POLICIES.items() if p.keep)}")
+    fields = {field.name: field.type for field in dataclasses.fields(SelectionOptions)}
+    values = {"policy": name}
+    for item in filter(None, settings.split(",")):
+        key, _, value = item.partition("=")
+        if key not in fields or not value:
+            raise argparse.ArgumentTypeError(f"--rule {text}: {item!r} is not FIELD=VALUE with a field of "
+                                             f"SelectionOptions ({', '.join(fields)})")
+        kind = fields[key]
+        values[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return text, SelectionOptions(**values)
+
+
+def pair_kinds(num_pairs, noise_ids):
+    """Kind name per pair: the noise kind from ``noise.tsv``, or ``clean``."""
+    kinds = np.full(num_pairs, CLEAN, dtype=object)
+    if noise_ids:
+        for line, kind in read_noise(noise_ids).items():
+            kinds[line] = kind or "noisy"
+    return kinds
+
+
+def logged_passes(loss_log):
+    """Yields ``(pass_index, ids, per_token_losses)`` per logged step; a pass ends where a pair comes back."""
+    pass_index, seen = 1, set()
+    for ids, losses, _ in read_loss_log(loss_log):
+        finite = np.isfinite(losses)
+        ids, losses = ids[finite], losses[finite]
+        if seen.intersection(ids.tolist()):
+            pass_index, seen = pass_index + 1, set()
+        seen.update(ids.tolist())
+        yield pass_index, ids, losses
+
+
+class KindCounter:
+    """Sums per pass and pair kind."""
+
+    def __init__(self, kinds):
+        self.kinds = kinds
+        self.sums = {}
+
+    def add(self, pass_index, name, ids, values):
+        for kind in np.unique(self.kinds[ids]):
+            of_kind = self.kinds[ids] == kind
+            total, count = self.sums.get((pass_index, name, kind), (0.0, 0))
+            self.sums[(pass_index, name, kind)] = (total + float(np.sum(values[of_kind])), count + int(of_kind.sum()))
+
+    def means(self, name):
+        """``{pass: {kind: mean}}`` of one quantity."""
+        out = {}
+        for (pass_index, quantity, kind), (total, count) in sorted(self.sums.items()):
+            if quantity == name and count:
+                out.setdefault(pass_index, {})[kind] = total / count
+        return out
+
+
+def describe_run(loss_log, kinds, loss_mean_decay, steps_per_pass):
+    """Per pass and kind: the logged loss, learning progress, and both labels' informative shares."""
+    history = LossHistory(len(kinds), mean_decay=loss_mean_decay, steps_per_pass=steps_per_pass)
+    counter = KindCounter(kinds)
+    loss_mean = None
+    for pass_index, ids, losses in logged_passes(loss_log):
+        batch_mean = float(losses.mean())
+        paper_label = (losses > (batch_mean if loss_mean is None else loss_mean)).astype(np.float64)
+        loss_mean = batch_mean if loss_mean is None else loss_mean_decay * loss_mean + (1 - loss_mean_decay) * batch_mean
+        history.submit(ids, losses)
+        counter.add(pass_index, "loss", ids, losses)
+        counter.add(pass_index, "paper_label", ids, paper_label)
+        progress, progress_label = history.progress(ids), history.labels(ids)
+        known = np.isfinite(progress_label)
+        counter.add(pass_index, "progress", ids[known], progress[known])
+        counter.add(pass_index, "progress_label", ids[known], progress_label[known])
+    return {name: counter.means(name) for name in ("loss", "progress", "paper_label", "progress_label")}
+
+
+def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_per_pass):
+    """``{pass: {kind: kept share}}`` of one rule over the logged steps."""
+    policy = POLICIES[options.policy]
+    config = AssistantConfig()
+    worker = SyncAssistantWorker(Assistant(features, config)) if policy.needs_assistant else None
+    loss_table = policy.build_loss_table(len(kinds), options, steps_per_pass, config.loss_mean_decay)
+    selector = Selector(options, SelectionSchedule(warmup_epochs=warmup_epochs), seed, worker, loss_table)
+    rng = np.random.default_rng(seed)
+    counter = KindCounter(kinds)
+    for pass_index, ids, losses in logged_passes(loss_log):
+        keep_prob = selector.keep_probabilities(ids, pass_index)
+        keep_prob = np.ones(len(ids)) if keep_prob is None else keep_prob
+        kept = rng.random(len(ids)) < keep_prob
+        counter.add(pass_index, "kept", ids, kept.astype(np.float64))
+        if kept.any():
+            feed_back(policy, ids[kept], losses[kept], keep_prob[kept].astype(np.float32), loss_table, worker)
+    return counter.means("kept")
+
+
+def markdown(result):
+    kinds = result["kinds"]
+    lines = [f"Command: `{result['command']}`", "", "Pairs per kind: " + ", ".join(
+        f"{kind} {count}" for kind, count in kinds.items()), ""]
+    run = result["run"]
+    tables = [("Mean per-token loss of the logged run", run["loss"]),
+              ("Mean learning progress (relative loss fall since the previous visit)", run["progress"]),
+              ("Share labelled informative by the paper's label (loss above the running mean)", run["paper_label"]),
+              ("Share labelled informative by the learning-progress label", run["progress_label"])]
+    tables += [(f"Kept share under `{rule}`", kept) for rule, kept in result["rules"].items()]
+    for title, table in tables:
+        lines += [f"### {title}", "", "| pass | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
+        for pass_index in sorted(table, key=int):
+            row = table[pass_index]
+            lines.append(f"| {pass_index} | " + " | ".join(
+                f"{row[kind]:.3f}" if kind in row else "" for kind in kinds) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="the prepared data-bin folder the run trained on")
+    parser.add_argument("--loss-log", required=True, help="FILE written by --autoassist-loss-log in a keep-all run")
+    parser.add_argument("--noise-ids", help="noise.tsv of scripts/make_noisy_corpus.py (kinds of the corrupted pairs)")
+    parser.add_argument("--source-lang", default="de")
+    parser.add_argument("--target-lang", default="en")
+    parser.add_argument("--rule", dest="rules", action="append", type=parse_rule, required=True,
+                        help="POLICY or POLICY:FIELD=VALUE,... (SelectionOptions fields); repeat for several")
+    parser.add_argument("--warmup-epochs", type=int, default=1, help="--autoassist-warmup-epochs of every rule")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the simulated keep draws")
+    parser.add_argument("--out", required=True, help="folder for replay_selection.json and replay_selection.md")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+    args = parse_args(argv)
+    if not os.path.isfile(args.loss_log):
+        sys.exit(f"error: {args.loss_log} does not exist; record one with --autoassist-loss-log FILE")
+    try:
+        features = load_pair_features(args.data, args.source_lang, args.target_lang)
+    except AutoAssistConfigError as error:
+        sys.exit(f"error: {error}")
+    kinds = pair_kinds(len(features), args.noise_ids)
+    steps_per_pass = sum(1 for pass_index, _, _ in logged_passes(args.loss_log) if pass_index == 1)
+    logger.info("describing the logged run (%d steps per pass)", steps_per_pass)
+    names, counts = np.unique(kinds, return_counts=True)
+    result = {
+        "command": "python scripts/replay_selection.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "kinds": {str(name): int(count) for name, count in sorted(zip(names, counts), key=lambda x: x[0] != CLEAN)},
+        "run": describe_run(args.loss_log, kinds, AssistantConfig().loss_mean_decay, steps_per_pass),
+        "rules": {},
+    }
+    for text, options in args.rules:
+        logger.info("replaying rule %s", text)
+        result["rules"][text] = replay_rule(options, features, args.loss_log, kinds, args.warmup_epochs, args.seed,
+                                            steps_per_pass)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "replay_selection.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(args.out, "replay_selection.md"), "w") as f:
+        f.write(markdown(result))
+    logger.info("wrote %s", os.path.join(args.out, "replay_selection.md"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
