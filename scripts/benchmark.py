@@ -58,6 +58,12 @@ ARMS = {
     "infobatch": {"policy": "infobatch"},
     "uniform": {"policy": "uniform"},
     "spl": {"policy": "spl"},
+    # Skips pairs whose loss, relative to the corpus' median when measured, is in the top 20% (the
+    # unlearnable ones of a noisy corpus) down to a keep probability of 0.1 (scripts/replay_selection.py
+    # chose these on a keep-all run of the noisy corpus; docs/results/benchmark-multi30k-noisy/).
+    "learnable": {"policy": "learnable", "extra": ["--autoassist-base-prob", "0.1"]},
+    # The uniform control at about the kept share of "learnable" on the noisy corpus.
+    "uniform-0.85": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "0.85"]},
 }
 
 # Every arm gets the same number of updates (``max_update``; no epoch limit), so an arm that drops
@@ -79,6 +85,13 @@ PRESETS = {
                           seeds=[1, 2], bleu_levels=[20, 25, 30], validate_interval_updates=500,
                           arms=["baseline", "baseline-cosine-0.6", "baseline-cosine-0.8", "assistant", "uniform",
                                 "infobatch"]),
+    # A noisy copy of Multi30K (30% of the training pairs corrupted; --data must be prepared from
+    # scripts/make_noisy_corpus.py's output and hold its noise.tsv): the quick preset's model for about six
+    # baseline epochs, validated every 200 updates; every AutoAssist arm logs the kept share of corrupted
+    # and clean pairs per epoch.
+    "multi30k-noisy": dict(arch="small", max_update=1600, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                           seeds=[1, 2], bleu_levels=[15, 20, 25], validate_interval_updates=200, noisy=True,
+                           arms=["baseline", "assistant", "learnable", "infobatch", "uniform-0.85"]),
     # The paper-like recipe, for a GPU: 40 epochs of the full corpus (135 batches of 4,096 tokens each).
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
@@ -99,7 +112,13 @@ def training_args(arm, data, save_dir, preset, seed, cpu):
         lr=preset["lr"], warmup_updates=preset["warmup_updates"], seed=seed, cpu=cpu, eval_bleu=True,
         lr_scheduler=spec.get("lr_scheduler", "inverse_sqrt"),
     ) + spec.get("extra", []) + ["--no-progress-bar"] + (
-        ["--validate-interval-updates", str(interval)] if interval else [])
+        ["--validate-interval-updates", str(interval)] if interval else []) + (
+        ["--autoassist-noise-ids", noise_list(data)] if spec["policy"] and os.path.isfile(noise_list(data)) else [])
+
+
+def noise_list(data):
+    """The corrupted pairs of a noisy corpus, copied beside the data by prepare_multi30k.py."""
+    return os.path.join(data, "noise.tsv")
 
 
 def parse_validations(log_text):
@@ -253,6 +272,11 @@ def derive(runs, bleu_levels=()):
             "best_valid_bleu": max(row["valid_bleu"] or 0.0 for row in run["epochs"]),
             "test_bleu": run["test_bleu"],
         }
+        selecting = [row for row in run["epochs"][1:] if row.get("kept_share_noisy") is not None]
+        if selecting:
+            # After the first epoch, which trains on every pair in every preset.
+            figures["kept_share_noisy"] = statistics.mean(row["kept_share_noisy"] for row in selecting)
+            figures["kept_share_clean"] = statistics.mean(row["kept_share_clean"] for row in selecting)
         for bleu in bleu_levels:
             figures[level_key("time", bleu)], figures[level_key("token", bleu)] = reach_ratios(run, base, bleu)
         per_arm.setdefault(run["arm"], []).append(figures)
@@ -360,6 +384,12 @@ def markdown(summary, command, machine, bleu_levels=()):
         lines.append(f"| {arm} | {cell(s['time_ratio'])} | {cell(s['token_ratio'])} | "
                      f"{cell(s['bleu_at_baseline_time'])} | {cell(s['bleu_at_60pct_baseline_time'])} | "
                      f"{cell(s['seconds_per_update_ratio'], 3)} | {cell(s['best_valid_bleu'])} | {cell(s['test_bleu'])} |")
+    noisy = [arm for arm in arms if "kept_share_noisy" in summary[arm]]
+    if noisy:
+        lines += ["", "Kept share after the first epoch (mean over the epochs), of the corrupted and of the clean pairs:", "",
+                  "| arm | corrupted pairs kept | clean pairs kept |", "|---|---|---|"]
+        lines += [f"| {arm} | {cell(summary[arm]['kept_share_noisy'])} | {cell(summary[arm]['kept_share_clean'])} |"
+                  for arm in noisy]
     if bleu_levels:
         header = " | ".join(f"time to BLEU {b:g} | tokens to it" for b in bleu_levels)
         lines += ["", "Time and token ratios to fixed validation BLEU levels:", "",
@@ -471,6 +501,9 @@ def main(argv=None):
         require_prepared(data)
     except AutoAssistConfigError as error:
         parser.error(str(error))
+    if preset.get("noisy") and not os.path.isfile(noise_list(data)):
+        parser.error(f"--preset {args.preset} needs a noisy corpus, but {noise_list(data)} is missing; prepare "
+                     "the output of scripts/make_noisy_corpus.py with scripts/prepare_multi30k.py --raw-dir")
     arms = ["baseline"] + [arm for arm in (args.arms or preset["arms"]) if arm != "baseline"]
     runs = [run_arm(arm, seed, data, args.out, preset, args.device == "cpu")
             for seed in (args.seeds or preset["seeds"]) for arm in arms]

@@ -8,7 +8,8 @@ Reads ``{train,val,test_2016_flickr}.{src,tgt}[.gz]`` from ``--raw-dir`` (downlo
 the public Multi30K repository when the folder lacks them), trains one joint sentencepiece
 model, encodes every split, and binarizes with ``fairseq-preprocess --joined-dictionary`` into
 ``--dest`` (default ``data-bin/multi30k.SRC-TGT``). Beside the binarized data it keeps
-``spm.model`` and ``raw/{valid,test}.{src,tgt}`` so that evaluation needs nothing else.
+``spm.model`` and ``raw/{valid,test}.{src,tgt}`` so that evaluation needs nothing else, and the
+``noise.tsv`` of a noisy copy (``scripts/make_noisy_corpus.py``) when the raw folder has one.
 """
 
 import argparse
@@ -27,6 +28,7 @@ from fairseq_autoassist.recipes import ROOT
 
 logger = logging.getLogger("prepare_multi30k")
 
+NOISE_LIST = "noise.tsv"
 UPSTREAM = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 # Multi30K file stem -> fairseq split name.
 SPLITS = {"train": "train", "val": "valid", "test_2016_flickr": "test"}
@@ -124,6 +126,14 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
         "pairs": {SPLITS[stem]: len(sides[0]) for stem, sides in corpora.items()},
         "raw_dir": os.path.abspath(raw_dir),
     }
+    # A noisy copy's list of corrupted pairs travels with the data (the benchmark passes it as
+    # --autoassist-noise-ids); binarization keeps the line order, so its lines are dataset indices.
+    noise_list = os.path.join(dest, NOISE_LIST)
+    if os.path.isfile(os.path.join(raw_dir, NOISE_LIST)):
+        shutil.copyfile(os.path.join(raw_dir, NOISE_LIST), noise_list)
+        info["noise_ids"] = NOISE_LIST
+    elif os.path.isfile(noise_list):
+        os.unlink(noise_list)
     with open(os.path.join(dest, "prepare.json"), "w") as f:
         json.dump(info, f, indent=2)
     logger.info("prepared %s: %s", dest, info["pairs"])
