@@ -72,6 +72,42 @@ def recipe(data, save_dir, policy, arch="base", max_epoch=10, max_update=0, max_
     return args
 
 
+# WMT14 En-De: fairseq's documented Transformer-base settings for this task (transformer_wmt_en_de: 6+6 x
+# 512, dropout 0.1; Adam (0.9, 0.98), inverse_sqrt from 1e-7 over 4,000 warm-up updates, label smoothing 0.1,
+# no weight decay) at about 25,000 target tokens per update as in Vaswani et al. and the AutoAssist paper
+# (4,096 tokens x --update-freq 8 on one GPU; 8 GPUs with --update-freq 1 give the same batch), 100,000
+# updates, fp16. Learning rate 7e-4 (fairseq's value for that batch; the paper used fairseq 0.6 with the
+# same base model and data and does not list its own). "wmt-tiny" is the same recipe at test size on CPU.
+WMT_SIZES = {"wmt": dict(arch="transformer_wmt_en_de", max_tokens=4096, update_freq=8, gpu=True),
+             "wmt-tiny": dict(arch="tiny", max_tokens=1024, update_freq=1, gpu=False)}
+
+
+def wmt_recipe(data, save_dir, policy, size="wmt", max_update=100000, seed=1, lr=7e-4, warmup_updates=4000):
+    """fairseq-train arguments of the WMT14 recipe (``policy`` as in ``recipe``)."""
+    spec = WMT_SIZES[size]
+    task = ["--task", "translation"] if policy is None else [
+        "--task", "autoassist_translation", "--autoassist-policy", policy]
+    if spec["arch"] in ARCHITECTURES:
+        shape = ARCHITECTURES[spec["arch"]]
+        model = ["--arch", "transformer", "--encoder-layers", str(shape["layers"]),
+                 "--decoder-layers", str(shape["layers"]), "--encoder-embed-dim", str(shape["dim"]),
+                 "--decoder-embed-dim", str(shape["dim"]), "--encoder-ffn-embed-dim", str(shape["ffn"]),
+                 "--decoder-ffn-embed-dim", str(shape["ffn"]), "--encoder-attention-heads", str(shape["heads"]),
+                 "--decoder-attention-heads", str(shape["heads"])]
+    else:
+        model = ["--arch", spec["arch"]]
+    return [
+        str(data), "--user-dir", PLUGIN_DIR, *task, *model, "--share-all-embeddings",
+        "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
+        "--lr", str(lr), "--lr-scheduler", "inverse_sqrt", "--warmup-init-lr", "1e-07",
+        "--warmup-updates", str(warmup_updates),
+        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--weight-decay", "0.0",
+        "--max-tokens", str(spec["max_tokens"]), "--update-freq", str(spec["update_freq"]),
+        "--max-update", str(max_update), "--seed", str(seed), "--save-dir", str(save_dir),
+        "--keep-last-epochs", "5", "--log-format", "simple", "--log-interval", "100", "--num-workers", "0",
+    ] + (["--fp16"] if spec["gpu"] else ["--cpu"])
+
+
 def require_prepared(data):
     """The ``prepare.json`` of a folder written by ``scripts/prepare_multi30k.py``, or an error that
     says how to get one."""
@@ -108,7 +144,7 @@ def run_logged(command, log_path, echo=False):
     return process.wait()
 
 
-SYNTHETIC_SPLIT_SIZES = {"train": 400, "val": 40, "test_2016_flickr": 40}
+SYNTHETIC_SPLIT_SIZES = {"train": 400, "val": 40, "test_2016_flickr": 40, "test_2017_flickr": 30}
 
 
 def write_synthetic_multi30k(raw_dir, seed=0):

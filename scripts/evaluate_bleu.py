@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -32,17 +33,17 @@ def data_languages(data):
         info = require_prepared(data)
     except AutoAssistConfigError as error:
         raise EvaluationError(str(error)) from error
-    return info["source"], info["target"]
+    return info["source"], info["target"], info.get("test_sets", {"test": "test"})
 
 
-def generate(checkpoint, data, split, beam, max_tokens, cpu, src, tgt):
+def generate(checkpoint, data, split, beam, max_tokens, cpu, src, tgt, lenpen=1.0):
     """Hypotheses in sentencepiece pieces, in corpus order."""
     command = [
         sys.executable, "-m", "fairseq_cli.generate", data,
         "--user-dir", PLUGIN_DIR, "--task", "translation",
         "--source-lang", src, "--target-lang", tgt,
         "--path", checkpoint, "--gen-subset", split,
-        "--beam", str(beam), "--max-tokens", str(max_tokens),
+        "--beam", str(beam), "--lenpen", str(lenpen), "--max-tokens", str(max_tokens),
         "--num-workers", "0",
         # The default multiple of 8 silently drops the last sentences of the split (fairseq issue 5036).
         "--required-batch-size-multiple", "1",
@@ -77,21 +78,45 @@ def score(hypotheses, references):
     }
 
 
-def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, output=None):
+def compound_split(line):
+    """13a-tokenized ``line`` with each hyphen inside a word split off as ``##AT##-##AT##``."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    return re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", Tokenizer13a()(line))
+
+
+def compound_split_bleu(hypotheses, references):
+    """The tokenized BLEU that the AutoAssist paper and fairseq's WMT14 En-De results report: both sides
+    tokenized (here with sacreBLEU's 13a tokenizer; fairseq's compound_split_bleu.sh reads Moses-tokenized
+    text), each hyphen inside a word split off as ``##AT##-##AT##``, scored without further tokenization.
+    Not comparable with detokenized sacreBLEU."""
+    import sacrebleu
+
+    bleu = sacrebleu.metrics.BLEU(tokenize="none")
+    result = bleu.corpus_score([compound_split(h) for h in hypotheses], [[compound_split(r) for r in references]])
+    return {"compound_split_bleu": round(result.score, 2),
+            "compound_split_bleu_note": "tokenized (13a), compound-split, tokenize=none: "
+                                        + str(bleu.get_signature())}
+
+
+def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, output=None, lenpen=1.0,
+             with_compound_split=False):
     import sentencepiece as spm
     import torch
 
     if not os.path.isfile(checkpoint):
         raise EvaluationError(f"--checkpoint {checkpoint} does not exist")
-    src, tgt = data_languages(data)
+    src, tgt, test_sets = data_languages(data)
+    split = {name: split for split, name in test_sets.items()}.get(split, split)
     reference_path = os.path.join(data, "raw", f"{split}.{tgt}")
     if not os.path.isfile(reference_path):
-        raise EvaluationError(f"{reference_path} is missing; --split must be valid or test of a prepared folder")
+        names = ", ".join(["valid"] + [f"{s} ({name})" for s, name in test_sets.items()])
+        raise EvaluationError(f"{reference_path} is missing; --split must be one of this folder's splits: {names}")
     with open(reference_path, encoding="utf-8") as f:
         references = f.read().rstrip("\n").split("\n")
     if cpu is None:
         cpu = not torch.cuda.is_available()
-    pieces = generate(checkpoint, data, split, beam, max_tokens, cpu, src, tgt)
+    pieces = generate(checkpoint, data, split, beam, max_tokens, cpu, src, tgt, lenpen)
     if len(pieces) != len(references):
         raise EvaluationError(f"got {len(pieces)} hypotheses for {len(references)} references in {reference_path}")
     model = spm.SentencePieceProcessor(model_file=os.path.join(data, "spm.model"))
@@ -104,10 +129,13 @@ def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, 
         "checkpoint": os.path.abspath(checkpoint),
         "data": os.path.abspath(data),
         "split": split,
+        "test_set": test_sets.get(split, split),
         "beam": beam,
+        "lenpen": lenpen,
         "sentences": len(hypotheses),
         "hypotheses": os.path.abspath(hypotheses_path),
         **score(hypotheses, references),
+        **(compound_split_bleu(hypotheses, references) if with_compound_split else {}),
     }
     # Written last and atomically: its presence tells the benchmark that the run is complete.
     write_atomically(output, json.dumps(result, indent=2))
@@ -119,21 +147,30 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a fairseq checkpoint (.pt)")
     parser.add_argument("--data", default=os.path.join(ROOT, "data-bin", "multi30k.de-en"), help="prepared data-bin folder")
-    parser.add_argument("--split", default="test", choices=["valid", "test"])
+    parser.add_argument("--split", default="test",
+                        help="valid, test, or a further test split by its fairseq or Multi30K name (test1 or "
+                        "test_2017_flickr; see test_sets in the folder's prepare.json)")
     parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--lenpen", type=float, default=1.0, help="length penalty (WMT14: 0.6)")
+    parser.add_argument("--compound-split-bleu", action="store_true",
+                        help="also report the tokenized compound-split BLEU of the paper and fairseq's WMT14 results")
     parser.add_argument("--max-tokens", type=int, default=8000)
     parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
     parser.add_argument("--output", default=None, help="JSON output (default: bleu_SPLIT.json beside the checkpoint)")
     args = parser.parse_args(argv)
     cpu = None if args.device == "auto" else args.device == "cpu"
     try:
-        result, output = evaluate(args.checkpoint, args.data, args.split, args.beam, args.max_tokens, cpu, args.output)
+        result, output = evaluate(args.checkpoint, args.data, args.split, args.beam, args.max_tokens, cpu, args.output,
+                                  args.lenpen, args.compound_split_bleu)
     except EvaluationError as error:
         logger.error("%s", error)
         return 2
     print(f"{args.split} {result['bleu_detail']}")
     print(f"BLEU signature: {result['bleu_signature']}")
     print(f"chrF2 = {result['chrf']:.2f}  signature: {result['chrf_signature']}")
+    if "compound_split_bleu" in result:
+        print(f"tokenized compound-split BLEU = {result['compound_split_bleu']:.2f} "
+              f"({result['compound_split_bleu_note']})")
     print(f"wrote {output}")
     return 0
 

@@ -5,7 +5,8 @@
     python scripts/prepare_multi30k.py --src en --tgt de --vocab-size 10000
 
 Reads ``{train,val,test_2016_flickr}.{src,tgt}[.gz]`` from ``--raw-dir`` (downloading them from
-the public Multi30K repository when the folder lacks them), trains one joint sentencepiece
+the public Multi30K repository when the folder lacks them), and ``test_2017_flickr``, ``test_2018_flickr``
+and ``test_2017_mscoco`` when present or downloadable (fairseq's splits ``test1``-``test3``), trains one joint sentencepiece
 model, encodes every split, and binarizes with ``fairseq-preprocess --joined-dictionary`` into
 ``--dest`` (default ``data-bin/multi30k.SRC-TGT``). Beside the binarized data it keeps
 ``spm.model`` and ``raw/{valid,test}.{src,tgt}`` so that evaluation needs nothing else, and the
@@ -32,9 +33,14 @@ NOISE_LIST = "noise.tsv"
 UPSTREAM = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 # Multi30K file stem -> fairseq split name.
 SPLITS = {"train": "train", "val": "valid", "test_2016_flickr": "test"}
+# Multi30K's later test sets, prepared as fairseq's extra test splits when their files are present (or
+# downloadable): scripts/evaluate_bleu.py --split takes either name.
+EXTRA_TESTS = {"test_2017_flickr": "test1", "test_2018_flickr": "test2", "test_2017_mscoco": "test3"}
 
 
-def download_missing(raw_dir, stems, langs, base_url=UPSTREAM):
+def download_missing(raw_dir, stems, langs, base_url=UPSTREAM, required=True):
+    """Downloads the missing raw files of ``stems``; a failure stops preparation for a required stem and is
+    logged and skipped for an optional one (the extra test sets)."""
     os.makedirs(raw_dir, exist_ok=True)
     for stem in stems:
         for lang in langs:
@@ -47,6 +53,9 @@ def download_missing(raw_dir, stems, langs, base_url=UPSTREAM):
                 with urllib.request.urlopen(url, timeout=30) as response, open(target + ".part", "wb") as out:
                     shutil.copyfileobj(response, out)
             except (urllib.error.URLError, OSError) as error:
+                if not required:
+                    logger.warning("skipping the optional test set %s: downloading %s failed (%s)", stem, url, error)
+                    break
                 raise PreparationError(
                     f"{os.path.join(raw_dir, stem + '.' + lang)}[.gz] is missing and downloading {url} "
                     f"failed ({error}); put the raw Multi30K files there or point --raw-dir at a "
@@ -82,10 +91,13 @@ def train_sentencepiece(texts, model_prefix, vocab_size):
 
 
 def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
-    stems = list(SPLITS)
     if download:
-        download_missing(raw_dir, stems, (src, tgt))
-    corpora = {stem: read_parallel(raw_dir, stem, src, tgt) for stem in stems}
+        download_missing(raw_dir, list(SPLITS), (src, tgt))
+        download_missing(raw_dir, list(EXTRA_TESTS), (src, tgt), required=False)
+    splits = dict(SPLITS)
+    splits.update((stem, split) for stem, split in EXTRA_TESTS.items()
+                  if all(find_raw_file(raw_dir, stem, lang) for lang in (src, tgt)))
+    corpora = {stem: read_parallel(raw_dir, stem, src, tgt) for stem in splits}
     if vocab_size < 16:
         raise PreparationError(f"--vocab-size {vocab_size} is too small; use at least 16")
 
@@ -95,7 +107,7 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
         train_src, train_tgt = corpora["train"]
         model = train_sentencepiece(train_src + train_tgt, os.path.join(dest, "spm"), vocab_size)
         os.makedirs(os.path.join(dest, "raw"), exist_ok=True)
-        for stem, split in SPLITS.items():
+        for stem, split in splits.items():
             for lang, lines in zip((src, tgt), corpora[stem]):
                 with open(os.path.join(work, f"{split}.{lang}"), "w", encoding="utf-8") as f:
                     for pieces in model.encode(lines, out_type=str):
@@ -111,7 +123,7 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
             "--source-lang", src, "--target-lang", tgt,
             "--trainpref", os.path.join(work, "train"),
             "--validpref", os.path.join(work, "valid"),
-            "--testpref", os.path.join(work, "test"),
+            "--testpref", ",".join(os.path.join(work, split) for split in splits.values() if split.startswith("test")),
             "--destdir", dest, "--joined-dictionary", "--workers", str(workers),
         ]
         logger.info("binarizing: %s", " ".join(command))
@@ -123,7 +135,8 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
         "target": tgt,
         "vocab_size": vocab_size,
         "sentencepiece_pieces": model.get_piece_size(),
-        "pairs": {SPLITS[stem]: len(sides[0]) for stem, sides in corpora.items()},
+        "pairs": {splits[stem]: len(sides[0]) for stem, sides in corpora.items()},
+        "test_sets": {split: stem for stem, split in splits.items() if split.startswith("test")},
         "raw_dir": os.path.abspath(raw_dir),
     }
     # A noisy copy's list of corrupted pairs travels with the data (the benchmark passes it as

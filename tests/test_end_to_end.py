@@ -53,7 +53,10 @@ def test_prepare_keeps_references_and_sentencepiece_beside_the_data(prepared_dat
     for name in ("dict.de.txt", "dict.en.txt", "spm.model", "raw/test.en", "raw/valid.de", "train.de-en.de.bin"):
         assert os.path.exists(os.path.join(prepared_data, name)), name
     with open(os.path.join(prepared_data, "prepare.json")) as f:
-        assert json.load(f)["pairs"] == {"train": 400, "valid": 40, "test": 40}
+        info = json.load(f)
+    assert info["pairs"] == {"train": 400, "valid": 40, "test": 40, "test1": 30}
+    assert info["test_sets"] == {"test": "test_2016_flickr", "test1": "test_2017_flickr"}
+    assert os.path.exists(os.path.join(prepared_data, "test1.de-en.en.bin"))
 
 
 def test_policy_none_trains_exactly_like_the_translation_task(prepared_data, tmp_path):
@@ -102,6 +105,15 @@ def test_autoassist_shrinks_epochs_resumes_and_generates(prepared_data, tmp_path
         references = f.read().rstrip("\n").split("\n")
     assert len(hypotheses) == len(references) == 40
     assert result["bleu"] == round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2)
+
+    # A later Multi30K test set by its Multi30K name.
+    later = run_script(
+        "scripts/evaluate_bleu.py", "--checkpoint", str(save_dir / "checkpoint_last.pt"), "--data", prepared_data,
+        "--split", "test_2017_flickr", "--beam", "2", "--device", "cpu", "--output", str(tmp_path / "bleu1.json"),
+    ).stdout
+    assert "test_2017_flickr BLEU = " in later
+    with open(tmp_path / "bleu1.json") as f:
+        assert json.load(f)["test_set"] == "test_2017_flickr"
 
 
 def test_mid_epoch_resume_continues_exactly_like_an_uninterrupted_run(prepared_data, tmp_path):

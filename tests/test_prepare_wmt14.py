@@ -12,6 +12,8 @@ import pytest
 
 from scripts import prepare_wmt14 as prepare
 
+from .conftest import run_script
+
 WORDS = [f"wort{i}" for i in range(40)]
 
 
@@ -118,6 +120,16 @@ def test_prepares_every_corpus_with_wmt_cleaning_and_a_manifest(tmp_path, wmt_fo
     assert max(sizes[0].max(), sizes[1].max()) <= prepare.MAX_PIECES + 1
     ratio = np.maximum(sizes[0] - 1, sizes[1] - 1) / np.minimum(sizes[0] - 1, sizes[1] - 1)
     assert ratio.max() <= prepare.MAX_RATIO
+
+    # The WMT recipe at test size trains on it with AutoAssist, and the result is scored both ways.
+    save_dir = tmp_path / "wmt-tiny"
+    run_script("scripts/train_wmt14.py", "--data", str(dest), "--save-dir", str(save_dir), "--size", "wmt-tiny",
+               "--max-update", "6", "--", "--autoassist-sync")
+    printed = run_script("scripts/evaluate_bleu.py", "--checkpoint", str(save_dir / "checkpoint_last.pt"),
+                         "--data", str(dest), "--beam", "2", "--lenpen", "0.6", "--device", "cpu",
+                         "--compound-split-bleu").stdout
+    assert "BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a" in printed
+    assert "tokenized compound-split BLEU = " in printed
 
 
 def test_a_missing_corpus_names_the_file_the_archive_and_the_flag(tmp_path, wmt_folder):
