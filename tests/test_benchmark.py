@@ -180,3 +180,28 @@ def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(smoke_run, tmp
     assert resumed["test_bleu"] == pytest.approx(clean["test_bleu"], abs=1.0)
     seconds = [row["train_seconds"] for row in resumed["epochs"]]
     assert seconds == sorted(seconds) and len(seconds) == 3
+
+
+def test_kept_shares_of_corrupted_and_clean_pairs_are_tabulated_after_the_first_epoch():
+    noisy_rows = rows([10, 20, 30], 100.0)
+    for row, (noisy, clean) in zip(noisy_rows, [(1.0, 1.0), (0.4, 0.9), (0.2, 0.9)]):
+        row.update(kept_share_noisy=noisy, kept_share_clean=clean)
+    runs = [{"arm": "baseline", "seed": 1, "epochs": rows([10, 20, 30], 100.0), "test_bleu": 29.0},
+            {"arm": "learnable", "seed": 1, "epochs": noisy_rows, "test_bleu": 30.0}]
+    summary = benchmark.derive(runs)
+    assert summary["learnable"]["kept_share_noisy"]["mean"] == pytest.approx(0.3)
+    assert summary["learnable"]["kept_share_clean"]["mean"] == pytest.approx(0.9)
+    assert "kept_share_noisy" not in summary["baseline"]
+    assert "| learnable | 0.30 | 0.90 |" in benchmark.markdown(summary, "cmd", "machine")
+
+
+@pytest.mark.slow
+def test_the_overhead_benchmark_times_every_policy_on_the_same_batches(prepared_data, tmp_path):
+    output = tmp_path / "overhead.json"
+    run_script("scripts/benchmark_overhead.py", "--data", prepared_data, "--arch", "tiny", "--max-tokens", "400",
+               "--block-updates", "3", "--blocks", "1", "--refresh-updates", "2",
+               "--policies", "assistant", "learnable", "infobatch", "--output", str(output))
+    result = json.loads(output.read_text())
+    assert set(result["arms"]) == {"assistant", "learnable", "infobatch"}
+    assert all(arm["ratio_to_off"] > 0 for arm in result["arms"].values())
+    assert result["arms"]["learnable"]["assistant_updates"] > 0 and "assistant_updates" not in result["arms"]["infobatch"]
