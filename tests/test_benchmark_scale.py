@@ -1,0 +1,35 @@
+"""scripts/benchmark_scale.py: the synthetic WMT-shaped corpus and the figures derived from measurements."""
+
+import numpy as np
+import pytest
+
+from scripts import benchmark_scale
+
+
+def test_the_synthetic_corpus_is_a_fairseq_dataset_of_the_asked_shape(tmp_path):
+    from fairseq.data import Dictionary, data_utils
+
+    dest = benchmark_scale.write_corpus(str(tmp_path / "bin"), pairs=5000, vocab_size=500, mean_length=30)
+    dictionary = Dictionary.load(str(tmp_path / "bin" / "dict.en.txt"))
+    assert len(dictionary) == 500
+    dataset = data_utils.load_indexed_dataset(f"{dest}/train.en-de.de", dictionary)
+    sizes = np.array(dataset.sizes)
+    assert len(dataset) == 5000 and 27 < sizes.mean() < 33 and sizes.min() >= 1 and sizes.max() <= 250
+    sentence = dataset[7].numpy()
+    assert sentence[-1] == 2 and (sentence[:-1] >= 4).all() and (sentence < 500).all()
+
+
+def test_per_pair_goals_are_judged_by_the_slope_not_the_fixed_cost():
+    # A fixed 40 MB and 3 s (imports) plus 30 bytes and 2 s per million pairs.
+    rows = [benchmark_scale.compare(
+        {"pairs": n, "startup_seconds": 10.0 + 1e-6 * n, "rss_after_startup": 1e9},
+        {"pairs": n, "startup_seconds": 13.0 + 3e-6 * n, "rss_after_startup": 1e9 + 4e7 + 30 * n, "rss_peak": 2e9,
+         "batch_by_size_seconds": 1e-6 * n, "selecting_epoch_plan_seconds": 1.5e-6 * n,
+         "chunk_selection_seconds": 0.01, "assistant_update_seconds": 0.001})
+        for n in (1_000_000, 4_500_000)]
+    projected = benchmark_scale.extrapolations(rows)
+    assert projected["bytes_per_pair"] == pytest.approx(30.0)
+    assert projected["startup_extra_seconds_per_million"] == pytest.approx(2.0)
+    assert projected["planning_to_batch_by_size"] == pytest.approx(1.5, rel=1e-3)
+    assert rows[0]["bytes_per_pair"] == pytest.approx(70.0)  # the fixed cost still shows at 1M pairs
+    assert "| 100M pairs |" in benchmark_scale.markdown(rows, "cmd", "assistant")
