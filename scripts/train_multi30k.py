@@ -27,9 +27,9 @@ def parse_args(argv=None):
     parser.add_argument("--arch", default="base", choices=sorted(ARCHITECTURES), help="model size")
     parser.add_argument("--max-epoch", type=int, default=10)
     parser.add_argument("--max-update", type=int, default=0)
-    parser.add_argument("--max-tokens", type=int, default=4096)
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--warmup-updates", type=int, default=400)
+    parser.add_argument("--max-tokens", type=int, help="default: the architecture's (base 4,096, small 2,048)")
+    parser.add_argument("--lr", type=float, help="default: the architecture's (base 1e-3, small 2e-3)")
+    parser.add_argument("--warmup-updates", type=int, help="default: the architecture's (base 500, small 300)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
                         help="auto: the GPU when torch sees one, else the CPU")
