@@ -35,6 +35,20 @@ ARCHITECTURES = {
 VALIDATION_GENERATION = '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}'
 
 
+def _task_args(policy):
+    return ["--task", "translation"] if policy is None else [
+        "--task", "autoassist_translation", "--autoassist-policy", policy]
+
+
+def _transformer_args(size):
+    """fairseq's ``transformer`` with the layers, width and heads of an ``ARCHITECTURES`` entry."""
+    return ["--arch", "transformer",
+            "--encoder-layers", str(size["layers"]), "--decoder-layers", str(size["layers"]),
+            "--encoder-embed-dim", str(size["dim"]), "--decoder-embed-dim", str(size["dim"]),
+            "--encoder-ffn-embed-dim", str(size["ffn"]), "--decoder-ffn-embed-dim", str(size["ffn"]),
+            "--encoder-attention-heads", str(size["heads"]), "--decoder-attention-heads", str(size["heads"])]
+
+
 def recipe(data, save_dir, policy, arch="base", max_epoch=10, max_update=0, max_tokens=None, lr=None,
            warmup_updates=None, seed=1, cpu=False, eval_bleu=True, log_interval=20, lr_scheduler="inverse_sqrt"):
     """fairseq-train arguments; ``policy=None`` gives fairseq's stock ``translation`` task (the
@@ -48,17 +62,11 @@ def recipe(data, save_dir, policy, arch="base", max_epoch=10, max_update=0, max_
     max_tokens = size["max_tokens"] if max_tokens is None else max_tokens
     lr = size["lr"] if lr is None else lr
     warmup_updates = size["warmup_updates"] if warmup_updates is None else warmup_updates
-    task = ["--task", "translation"] if policy is None else [
-        "--task", "autoassist_translation", "--autoassist-policy", policy]
     args = [
         str(data),
         "--user-dir", PLUGIN_DIR,
-        *task,
-        "--arch", "transformer", "--share-all-embeddings",
-        "--encoder-layers", str(size["layers"]), "--decoder-layers", str(size["layers"]),
-        "--encoder-embed-dim", str(size["dim"]), "--decoder-embed-dim", str(size["dim"]),
-        "--encoder-ffn-embed-dim", str(size["ffn"]), "--decoder-ffn-embed-dim", str(size["ffn"]),
-        "--encoder-attention-heads", str(size["heads"]), "--decoder-attention-heads", str(size["heads"]),
+        *_task_args(policy),
+        *_transformer_args(size), "--share-all-embeddings",
         "--dropout", "0.3", "--weight-decay", "0.0001",
         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
@@ -92,19 +100,9 @@ WMT_SIZES = {"wmt": dict(arch="transformer_wmt_en_de", max_tokens=4096, update_f
 def wmt_recipe(data, save_dir, policy, size="wmt", max_update=100000, seed=1, lr=7e-4, warmup_updates=4000):
     """fairseq-train arguments of the WMT14 recipe (``policy`` as in ``recipe``)."""
     spec = WMT_SIZES[size]
-    task = ["--task", "translation"] if policy is None else [
-        "--task", "autoassist_translation", "--autoassist-policy", policy]
-    if spec["arch"] in ARCHITECTURES:
-        shape = ARCHITECTURES[spec["arch"]]
-        model = ["--arch", "transformer", "--encoder-layers", str(shape["layers"]),
-                 "--decoder-layers", str(shape["layers"]), "--encoder-embed-dim", str(shape["dim"]),
-                 "--decoder-embed-dim", str(shape["dim"]), "--encoder-ffn-embed-dim", str(shape["ffn"]),
-                 "--decoder-ffn-embed-dim", str(shape["ffn"]), "--encoder-attention-heads", str(shape["heads"]),
-                 "--decoder-attention-heads", str(shape["heads"])]
-    else:
-        model = ["--arch", spec["arch"]]
+    model = _transformer_args(ARCHITECTURES[spec["arch"]]) if spec["arch"] in ARCHITECTURES else ["--arch", spec["arch"]]
     return [
-        str(data), "--user-dir", PLUGIN_DIR, *task, *model, "--share-all-embeddings",
+        str(data), "--user-dir", PLUGIN_DIR, *_task_args(policy), *model, "--share-all-embeddings",
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
         "--lr", str(lr), "--lr-scheduler", "inverse_sqrt", "--warmup-init-lr", "1e-07",
         "--warmup-updates", str(warmup_updates),

@@ -8,6 +8,10 @@ import torch
 from .sampling import selection_corrected_mean, selection_corrected_quantile
 
 
+def _as_numpy(value):
+    return value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
 class LatestLossTable:
     """One float per pair; NaN until the Boss has reported a loss for the pair."""
 
@@ -40,15 +44,10 @@ class LatestLossTable:
         return {"losses": torch.from_numpy(self.losses.copy())}
 
     def load_state_dict(self, state):
-        losses = state["losses"]
-        losses = losses.numpy() if isinstance(losses, torch.Tensor) else np.asarray(losses)
+        losses = _as_numpy(state["losses"])
         if losses.shape != self.losses.shape:
             raise ValueError(f"loss table has {losses.shape[0]} pairs, the data has {self.losses.shape[0]}")
         self.losses = losses.astype(np.float32)
-
-
-def _as_numpy(value):
-    return value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
 class LabelledLossTable(LatestLossTable):
