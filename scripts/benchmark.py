@@ -9,7 +9,8 @@ Every arm uses the same model, optimizer, learning-rate schedule, batch size, se
 updates (the recipe of fairseq_autoassist/recipes.py with the preset's --max-update, no epoch limit, and
 the preset's schedule: inverse_sqrt, or cosine to 0 at the budget in multi30k-long), except the
 budget-matched baselines (``baseline-cosine-0.6``/``-0.8``: a fraction of the updates, the learning rate
-decaying to 0 there) and ``baseline-inverse-sqrt`` (the recipe's own schedule in a cosine preset); arms and seeds run one after another, never concurrently. Each run
+decaying to 0 there) and ``baseline-inverse-sqrt`` (the recipe's own schedule in a cosine preset); arms and
+seeds run one after another, never concurrently. Each run
 lives in OUT/runs/ARM-seedS/; a run that finished (its test BLEU is written, atomically) is skipped, an
 interrupted one resumes from its last checkpoint (repaired from the best one when a kill truncated
 it), so rerunning the same command after a kill at any moment continues where it stopped.

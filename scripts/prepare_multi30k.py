@@ -6,8 +6,8 @@
 
 Reads ``{train,val,test_2016_flickr}.{src,tgt}[.gz]`` from ``--raw-dir`` (downloading them from
 the public Multi30K repository when the folder lacks them), and ``test_2017_flickr``, ``test_2018_flickr``
-and ``test_2017_mscoco`` when present or downloadable (fairseq's splits ``test1``-``test3``), trains one joint sentencepiece
-model, encodes every split, and binarizes with ``fairseq-preprocess --joined-dictionary`` into
+and ``test_2017_mscoco`` when present (fairseq's splits ``test1``, ``test2``, ...; never downloaded), trains
+one joint sentencepiece model, encodes every split, and binarizes with ``fairseq-preprocess --joined-dictionary`` into
 ``--dest`` (default ``data-bin/multi30k.SRC-TGT``). Beside the binarized data it keeps
 ``spm.model`` and ``raw/{valid,test}.{src,tgt}`` so that evaluation needs nothing else, and the
 ``noise.tsv`` of a noisy copy (``scripts/make_noisy_corpus.py``) when the raw folder has one.
@@ -33,14 +33,13 @@ NOISE_LIST = "noise.tsv"
 UPSTREAM = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 # Multi30K file stem -> fairseq split name.
 SPLITS = {"train": "train", "val": "valid", "test_2016_flickr": "test"}
-# Multi30K's later test sets, prepared as fairseq's extra test splits when their files are present (or
-# downloadable): scripts/evaluate_bleu.py --split takes either name.
-EXTRA_TESTS = {"test_2017_flickr": "test1", "test_2018_flickr": "test2", "test_2017_mscoco": "test3"}
+# Multi30K's later test sets, prepared as fairseq's extra test splits test1, test2, ... (in this order,
+# numbered among those present) when both sides are in --raw-dir; prepare.json's test_sets
+# maps the split names to these, and scripts/evaluate_bleu.py --split takes either.
+EXTRA_TESTS = ["test_2017_flickr", "test_2018_flickr", "test_2017_mscoco"]
 
 
-def download_missing(raw_dir, stems, langs, base_url=UPSTREAM, required=True):
-    """Downloads the missing raw files of ``stems``; a failure stops preparation for a required stem and is
-    logged and skipped for an optional one (the extra test sets)."""
+def download_missing(raw_dir, stems, langs, base_url=UPSTREAM):
     os.makedirs(raw_dir, exist_ok=True)
     for stem in stems:
         for lang in langs:
@@ -53,9 +52,6 @@ def download_missing(raw_dir, stems, langs, base_url=UPSTREAM, required=True):
                 with urllib.request.urlopen(url, timeout=30) as response, open(target + ".part", "wb") as out:
                     shutil.copyfileobj(response, out)
             except (urllib.error.URLError, OSError) as error:
-                if not required:
-                    logger.warning("skipping the optional test set %s: downloading %s failed (%s)", stem, url, error)
-                    break
                 raise PreparationError(
                     f"{os.path.join(raw_dir, stem + '.' + lang)}[.gz] is missing and downloading {url} "
                     f"failed ({error}); put the raw Multi30K files there or point --raw-dir at a "
@@ -93,10 +89,9 @@ def train_sentencepiece(texts, model_prefix, vocab_size):
 def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
     if download:
         download_missing(raw_dir, list(SPLITS), (src, tgt))
-        download_missing(raw_dir, list(EXTRA_TESTS), (src, tgt), required=False)
     splits = dict(SPLITS)
-    splits.update((stem, split) for stem, split in EXTRA_TESTS.items()
-                  if all(find_raw_file(raw_dir, stem, lang) for lang in (src, tgt)))
+    present = [stem for stem in EXTRA_TESTS if all(find_raw_file(raw_dir, stem, lang) for lang in (src, tgt))]
+    splits.update((stem, f"test{number}") for number, stem in enumerate(present, start=1))
     corpora = {stem: read_parallel(raw_dir, stem, src, tgt) for stem in splits}
     if vocab_size < 16:
         raise PreparationError(f"--vocab-size {vocab_size} is too small; use at least 16")
