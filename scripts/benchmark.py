@@ -62,6 +62,7 @@ ARMS = {
     "infobatch": {"policy": "infobatch"},
     "uniform": {"policy": "uniform"},
     "spl": {"policy": "spl"},
+    "loss-percentile": {"policy": "loss-percentile"},  # Selective Backprop, keeping about half the pairs
     # Skips pairs whose loss, relative to the corpus' median when measured, is in the top 20% (the
     # unlearnable ones of a noisy corpus) down to a keep probability of 0.1 (scripts/replay_selection.py
     # chose these on a keep-all run of the noisy corpus; docs/results/benchmark-multi30k-noisy/).

@@ -196,7 +196,7 @@ def test_bad_input_gets_one_clear_line(prepared_data, tmp_path):
     assert "Traceback" not in result.stdout
 
 
-@pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl", "progress"])
+@pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl", "progress", "learnable", "loss-percentile"])
 def test_peer_policies_share_the_shrinking_iterator(prepared_data, tmp_path, policy):
     # progress labels a pair from its last two visits, so it can first drop pairs in the third epoch.
     max_epoch = 3 if policy == "progress" else 2

@@ -18,6 +18,7 @@ from fairseq_autoassist.selection import (
     draw_keep_mask,
     importance_weights,
     infobatch_keep_probabilities,
+    loss_percentile_keep_probabilities,
     selection_corrected_quantile,
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
@@ -339,3 +340,22 @@ def test_the_learnable_policy_trusts_a_pairs_own_label_once_seen_and_the_assista
     keep = selector.keep_probabilities(np.arange(4), epoch=2)
     # 0 and 1 are in the band (kept), 2 is unlearnable (the floor), 3 was never seen (the Assistant's 0.5).
     np.testing.assert_allclose(keep, [1.0, 1.0, 0.2, 0.2 + 0.8 * 0.5])
+
+
+def test_loss_percentile_keeps_high_loss_pairs_and_every_unseen_one():
+    table = LatestLossTable(6)
+    table.submit([0, 1, 2, 3], [1.0, 2.0, 3.0, 4.0])
+    percentiles = table.seen_percentiles(table.lookup(np.arange(6)))
+    np.testing.assert_allclose(percentiles[:4], [0.0, 0.25, 0.5, 0.75])
+    assert np.isnan(percentiles[4:]).all()
+    keep = loss_percentile_keep_probabilities(percentiles, power=2.0, min_keep_prob=0.05)
+    np.testing.assert_allclose(keep, [0.05, 0.0625, 0.25, 0.5625, 1.0, 1.0])
+    # With power p the mean keep probability over uniform percentiles is 1 / (p + 1).
+    uniform = np.linspace(0, 1, 10001)
+    assert loss_percentile_keep_probabilities(uniform, 3.0, 1e-9).mean() == pytest.approx(0.25, abs=1e-3)
+
+
+def test_seen_percentiles_of_a_large_table_come_from_a_strided_sample():
+    table = LatestLossTable(200_000)
+    table.submit(np.arange(200_000), np.random.default_rng(0).permutation(200_000).astype(np.float32))
+    np.testing.assert_allclose(table.seen_percentiles([50_000.0, 150_000.0]), [0.25, 0.75], atol=0.01)

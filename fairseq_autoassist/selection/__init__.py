@@ -5,6 +5,7 @@ from .keep_rules import (
     SelectionSchedule,
     assistant_keep_probabilities,
     infobatch_keep_probabilities,
+    loss_percentile_keep_probabilities,
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "LossHistory",
     "Policy",
     "infobatch_keep_probabilities",
+    "loss_percentile_keep_probabilities",
     "self_paced_keep_probabilities",
     "SelectionOptions",
     "SelectionSchedule",

@@ -56,6 +56,14 @@ def self_paced_keep_probabilities(latest_losses, threshold, min_keep_prob):
     return _clip(keep, min_keep_prob)
 
 
+def loss_percentile_keep_probabilities(percentiles, power, min_keep_prob):
+    """Selective Backprop (Jiang et al., 2019): keep a pair with ``percentile ** power``, the percentile
+    of its latest per-token loss among every seen pair's; unseen pairs (NaN) are kept. The mean keep
+    probability is about ``1 / (power + 1)``."""
+    percentiles = np.asarray(percentiles, dtype=np.float64)
+    return _clip(np.where(np.isfinite(percentiles), np.clip(percentiles, 0.0, 1.0) ** power, 1.0), min_keep_prob)
+
+
 @dataclass
 class SelectionSchedule:
     """When selection is active: after ``warmup_epochs`` and before the annealing phase.

@@ -12,6 +12,9 @@ def _as_numpy(value):
     return value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
+PERCENTILE_SAMPLE = 65536
+
+
 class LatestLossTable:
     """One float per pair; NaN until the Boss has reported a loss for the pair."""
 
@@ -39,6 +42,16 @@ class LatestLossTable:
         """The ``fraction`` quantile of the latest losses of every pair seen so far; NaN before the first report."""
         seen = self._seen()
         return float(np.quantile(seen, min(max(fraction, 0.0), 1.0))) if len(seen) else float("nan")
+
+    def seen_percentiles(self, values, sample=PERCENTILE_SAMPLE):
+        """The share of seen latest losses below each of ``values`` (NaN where a value is NaN or nothing is
+        seen), against at most ``sample`` of them, evenly strided: a sort per call stays cheap at any size."""
+        seen = self._seen()
+        values = np.asarray(values, dtype=np.float64)
+        if not len(seen):
+            return np.full(len(values), np.nan)
+        reference = np.sort(seen[:: max(1, len(seen) // sample)])
+        return np.where(np.isfinite(values), np.searchsorted(reference, values) / len(reference), np.nan)
 
     def state_dict(self):
         return {"losses": torch.from_numpy(self.losses.copy())}

@@ -19,6 +19,7 @@ import numpy as np
 from .keep_rules import (
     assistant_keep_probabilities,
     infobatch_keep_probabilities,
+    loss_percentile_keep_probabilities,
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
@@ -94,6 +95,12 @@ def _infobatch(selector, indices, progress):
                                         options.min_keep_prob)
 
 
+def _loss_percentile(selector, indices, progress):
+    table = selector.loss_table
+    return loss_percentile_keep_probabilities(table.seen_percentiles(table.lookup(indices)),
+                                              selector.options.percentile_power, selector.options.min_keep_prob)
+
+
 def _self_paced(selector, indices, progress):
     options, table = selector.options, selector.loss_table
     start = options.spl_start_fraction
@@ -118,6 +125,8 @@ POLICIES = {
         Policy("uniform", "keep each pair with --autoassist-uniform-keep-prob, a control", _uniform),
         Policy("infobatch", "InfoBatch: prune below-mean-loss pairs, rescale the kept ones", _infobatch,
                loss_table=_latest_losses, always_weighted=True),
+        Policy("loss-percentile", "Selective Backprop: keep each pair with the percentile of its latest loss among "
+               "all pairs' to the power --autoassist-percentile-power", _loss_percentile, loss_table=_latest_losses),
         Policy("spl", "self-paced learning: the easiest seen pairs first", _self_paced, loss_table=_latest_losses),
         Policy("none", "every pair, exactly like --task translation"),
     )

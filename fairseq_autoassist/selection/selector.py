@@ -50,6 +50,9 @@ class SelectionOptions:
     unlearnable_quantile: float = option(
         0.8, "learnable: a pair whose latest loss is above this running quantile of the reported losses counts as "
         "unlearnable (1: none)", minimum=0, maximum=1)
+    percentile_power: float = option(
+        1.0, "loss-percentile: a pair is kept with (percentile of its latest loss) ** this power; the mean keep "
+        "probability is about 1 / (power + 1)", minimum=0, exclude_minimum=True)
     spl_start_fraction: float = option(
         0.5, "spl: share of the easiest seen pairs kept at the start; it grows linearly to 1 over --max-update "
         "(or --max-epoch)", minimum=0, maximum=1)
