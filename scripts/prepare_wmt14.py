@@ -43,7 +43,7 @@ logger = logging.getLogger("prepare_wmt14")
 
 MAX_PIECES = 250
 MAX_RATIO = 1.5
-PROGRESS_EVERY = 1_000_000
+PROGRESS_EVERY = 500_000
 STATMT = "http://statmt.org"
 # corpus -> (file name pattern of one side, archive holding it, its download address); the pattern's
 # {pair} is e.g. "de-en", {compact} "deen", {lang} the side's language, {role} "src" or "ref".
@@ -78,12 +78,15 @@ class RawFolder:
     def __init__(self, raw_dir, work):
         self.raw_dir = raw_dir
         self.work = work
+        self._members = {}
+        self.rescan()
+
+    def rescan(self):
         self.files = {}
-        for folder, _, names in os.walk(raw_dir):
+        for folder, _, names in os.walk(self.raw_dir):
             for name in names:
                 self.files.setdefault(name, os.path.join(folder, name))
         self.archives = sorted(path for name, path in self.files.items() if name.endswith((".tgz", ".tar.gz")))
-        self._members = {}
 
     def _archive_members(self, archive):
         if archive not in self._members:
@@ -155,7 +158,7 @@ def locate(folder, names, src, tgt, allow_download):
         paths = [folder.find(p) for p in patterns]
         if not all(paths) and allow_download and not folder.find(archive):
             download(folder.raw_dir, archive, url)
-            folder.__init__(folder.raw_dir, folder.work)
+            folder.rescan()
             paths = [folder.find(p) for p in patterns]
         missing = [p for p, path in zip(patterns, paths) if path is None]
         if missing:
@@ -205,26 +208,37 @@ def train_sentencepiece(source, target, prefix, vocab_size, sample, seed):
     return spm.SentencePieceProcessor(model_file=prefix + ".model")
 
 
-def encode(model, lines, what, threads):
-    pieces = []
+def encode(model, lines, threads):
+    """Sentencepiece pieces of ``lines``, in chunks with progress reports."""
     for start in range(0, len(lines), PROGRESS_EVERY):
-        pieces += model.encode(lines[start:start + PROGRESS_EVERY], out_type=str, num_threads=threads)
+        yield from model.encode(lines[start:start + PROGRESS_EVERY], out_type=str, num_threads=threads)
         if len(lines) > PROGRESS_EVERY:
-            logger.info("encoded %d of %d %s sentences", min(start + PROGRESS_EVERY, len(lines)), len(lines), what)
-    return pieces
+            logger.info("encoded %d of %d sentences", min(start + PROGRESS_EVERY, len(lines)), len(lines))
 
 
-def length_filter(source_pieces, target_pieces):
-    """Indices of the pairs with both sides within 1-250 pieces and a length ratio of at most 1.5, and the
-    number each test removed (the length test first)."""
-    kept, removed = [], {"length": 0, "ratio": 0}
-    for i, (src, tgt) in enumerate(zip(source_pieces, target_pieces)):
-        if not (1 <= len(src) <= MAX_PIECES and 1 <= len(tgt) <= MAX_PIECES):
-            removed["length"] += 1
-        elif max(len(src), len(tgt)) > MAX_RATIO * min(len(src), len(tgt)):
-            removed["ratio"] += 1
-        else:
-            kept.append(i)
+def keep_by_length(source_pieces, target_pieces):
+    """Whether a pair has both sides within 1-250 pieces and a length ratio of at most 1.5, and if not,
+    which test removed it ("length" is tested first)."""
+    if not (1 <= len(source_pieces) <= MAX_PIECES and 1 <= len(target_pieces) <= MAX_PIECES):
+        return "length"
+    if max(len(source_pieces), len(target_pieces)) > MAX_RATIO * min(len(source_pieces), len(target_pieces)):
+        return "ratio"
+    return None
+
+
+def write_training_pieces(model, source, target, prefix, src, tgt, threads):
+    """Encodes the training pairs and writes those the length tests keep to ``prefix.{src,tgt}``, one
+    chunk of pairs in memory at a time; returns the pairs kept and the number each test removed."""
+    kept, removed = 0, {"length": 0, "ratio": 0}
+    with open(f"{prefix}.{src}", "w", encoding="utf-8") as out_src, open(f"{prefix}.{tgt}", "w", encoding="utf-8") as out_tgt:
+        for source_pieces, target_pieces in zip(encode(model, source, threads), encode(model, target, threads)):
+            reason = keep_by_length(source_pieces, target_pieces)
+            if reason:
+                removed[reason] += 1
+                continue
+            out_src.write(" ".join(source_pieces) + "\n")
+            out_tgt.write(" ".join(target_pieces) + "\n")
+            kept += 1
     return kept, removed
 
 
@@ -257,19 +271,15 @@ def prepare(raw_dir, dest, src="en", tgt="de", vocab_size=32000, spm_sample=1_00
 
         model = train_sentencepiece(source, target, os.path.join(dest, "spm"), vocab_size, spm_sample, seed)
         threads = max(1, workers)
-        source_pieces, target_pieces = encode(model, source, src, threads), encode(model, target, tgt, threads)
-        kept, removed = length_filter(source_pieces, target_pieces)
+        kept, removed = write_training_pieces(model, source, target, os.path.join(work, "train"), src, tgt, threads)
         counts["removed"].update(removed)
         if not kept:
             raise PreparationError(f"every training pair has a side longer than {MAX_PIECES} pieces or a length ratio "
                                    f"above {MAX_RATIO}; check the files in --raw-dir {raw_dir}")
-        write_lines(os.path.join(work, f"train.{src}"), (source_pieces[i] for i in kept))
-        write_lines(os.path.join(work, f"train.{tgt}"), (target_pieces[i] for i in kept))
-        del source_pieces, target_pieces
         os.makedirs(os.path.join(dest, "raw"), exist_ok=True)
         for split, sides in held_out.items():
             for lang, lines in zip((src, tgt), sides):
-                write_lines(os.path.join(work, f"{split}.{lang}"), encode(model, lines, f"{split} {lang}", threads))
+                write_lines(os.path.join(work, f"{split}.{lang}"), encode(model, lines, threads))
                 write_lines(os.path.join(dest, "raw", f"{split}.{lang}"), lines)
         for stale in os.listdir(dest):
             if stale.startswith("dict.") or stale.endswith((".bin", ".idx")):
@@ -285,7 +295,7 @@ def prepare(raw_dir, dest, src="en", tgt="de", vocab_size=32000, spm_sample=1_00
     info = {
         "source": src, "target": tgt, "news_commentary": news_commentary,
         "corpora": counts["corpora"], "removed": counts["removed"],
-        "pairs": {"train": len(kept), "valid": len(held_out["valid"][0]), "test": len(held_out["test"][0])},
+        "pairs": {"train": kept, "valid": len(held_out["valid"][0]), "test": len(held_out["test"][0])},
         "sentencepiece_pieces": model.get_piece_size(), "sentencepiece_sample": min(spm_sample, 2 * len(source)),
         "filters": {"pieces": [1, MAX_PIECES], "max_ratio": MAX_RATIO, "exact_duplicates": "removed"},
         "raw_dir": os.path.abspath(raw_dir),
