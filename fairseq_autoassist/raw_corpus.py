@@ -48,13 +48,21 @@ def read_parallel(raw_dir, stem, src, tgt):
                 f"{os.path.join(raw_dir, stem)}.{lang}[.gz] is missing; check --raw-dir and --src/--tgt"
             )
         paths.append(path)
-    sides = [read_lines(p) for p in paths]
+    return check_side_by_side(paths, [read_lines(p) for p in paths])
+
+
+def check_side_by_side(paths, sides):
+    """``sides`` (the lines of ``paths``), refused unless both have as many lines."""
     if len(sides[0]) != len(sides[1]):
         raise PreparationError(
             f"{paths[0]} has {len(sides[0])} lines but {paths[1]} has {len(sides[1])}; "
             "line i of one side must translate line i of the other"
         )
     return sides
+
+
+# The file of a noisy copy's corrupted pairs, written beside the raw corpus and carried into its data folder.
+NOISE_LIST = "noise.tsv"
 
 
 def write_noise(path, noise):

@@ -37,6 +37,7 @@ import statistics
 import sys
 
 from fairseq_autoassist.errors import AutoAssistConfigError
+from fairseq_autoassist.raw_corpus import NOISE_LIST
 from fairseq_autoassist.recipes import (
     ROOT,
     recipe,
@@ -125,7 +126,7 @@ def training_args(arm, data, save_dir, preset, seed, cpu):
 
 def noise_list(data):
     """The corrupted pairs of a noisy corpus, copied beside the data by prepare_multi30k.py."""
-    return os.path.join(data, "noise.tsv")
+    return os.path.join(data, NOISE_LIST)
 
 
 def parse_validations(log_text):

@@ -29,7 +29,7 @@ import sys
 
 import numpy as np
 
-from fairseq_autoassist.raw_corpus import PreparationError, find_raw_file, read_parallel, write_noise
+from fairseq_autoassist.raw_corpus import NOISE_LIST, PreparationError, find_raw_file, read_parallel, write_noise
 
 logger = logging.getLogger("make_noisy_corpus")
 
@@ -91,7 +91,7 @@ def make_noisy_corpus(raw_dir, out, src, tgt, share, seed, proportions=KINDS):
             for path in paths:
                 shutil.copyfile(path, os.path.join(out, os.path.basename(path)))
                 copied.append(os.path.basename(path))
-    write_noise(os.path.join(out, "noise.tsv"), noise)
+    write_noise(os.path.join(out, NOISE_LIST), noise)
     counts = {kind: sum(1 for k in noise.values() if k == kind) for kind in proportions}
     manifest = {"raw_dir": os.path.abspath(raw_dir), "share": share, "seed": seed, "proportions": proportions,
                 "pairs": len(source), "corrupted": len(noise), "counts": counts, "copied": copied}

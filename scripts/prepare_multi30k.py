@@ -24,12 +24,11 @@ import tempfile
 import urllib.error
 import urllib.request
 
-from fairseq_autoassist.raw_corpus import PreparationError, find_raw_file, read_parallel
+from fairseq_autoassist.raw_corpus import NOISE_LIST, PreparationError, find_raw_file, read_parallel
 from fairseq_autoassist.recipes import ROOT
 
 logger = logging.getLogger("prepare_multi30k")
 
-NOISE_LIST = "noise.tsv"
 UPSTREAM = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 # Multi30K file stem -> fairseq split name.
 SPLITS = {"train": "train", "val": "valid", "test_2016_flickr": "test"}

@@ -37,7 +37,7 @@ import tarfile
 import tempfile
 import urllib.request
 
-from fairseq_autoassist.raw_corpus import PreparationError, read_lines
+from fairseq_autoassist.raw_corpus import PreparationError, check_side_by_side, read_lines
 
 logger = logging.getLogger("prepare_wmt14")
 
@@ -140,11 +140,7 @@ def read_sgm(path):
 
 
 def read_side_by_side(paths):
-    sides = [read_sgm(path) if path.endswith(".sgm") else read_lines(path) for path in paths]
-    if len(sides[0]) != len(sides[1]):
-        raise PreparationError(f"{paths[0]} has {len(sides[0])} lines but {paths[1]} has {len(sides[1])}; "
-                               "line i of one side must translate line i of the other")
-    return sides
+    return check_side_by_side(paths, [read_sgm(path) if path.endswith(".sgm") else read_lines(path) for path in paths])
 
 
 def locate(folder, names, src, tgt, allow_download):

@@ -33,7 +33,7 @@ from sklearn.metrics import roc_auc_score
 
 from fairseq_autoassist.assistant import Assistant, AssistantConfig
 from fairseq_autoassist.assistant.model import balanced_accuracy
-from fairseq_autoassist.data.iterator import load_pair_features
+from fairseq_autoassist.data.iterator import load_replay_features
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import read_loss_log
 from fairseq_autoassist.selection import assistant_keep_probabilities
@@ -132,10 +132,8 @@ def parse_args(argv=None):
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
     args = parse_args(argv)
-    if not os.path.isfile(args.loss_log):
-        sys.exit(f"error: {args.loss_log} does not exist; record one with --autoassist-loss-log FILE")
     try:
-        features = load_pair_features(args.data, args.source_lang, args.target_lang)
+        features = load_replay_features(args.data, args.loss_log, args.source_lang, args.target_lang)
     except AutoAssistConfigError as error:
         sys.exit(f"error: {error}")
     results = {}

@@ -277,14 +277,19 @@ def test_learning_progress_is_per_pass_for_a_pair_seen_again_after_several_passe
     np.testing.assert_allclose(history.progress([0]), [0.5])
 
 
+def _hybrid_keep_probabilities(policy, loss_table):
+    """Keep probabilities of pairs 0-3 under a policy that trusts own labels, with floor 0.2 and an
+    Assistant that predicts 0.5 for every pair."""
+    selector = Selector(SelectionOptions(policy=policy, base_prob=0.2), SelectionSchedule(warmup_epochs=0), seed=1,
+                        worker=_Worker(_ConstantAssistant(0.5, 1.0)), loss_table=loss_table)
+    return selector.keep_probabilities(np.arange(4), epoch=2)
+
+
 def test_the_progress_policy_trusts_fresh_own_labels_and_the_assistant_elsewhere():
     history = LossHistory(4, mean_decay=0.0, fresh_steps=5)
     history.submit([0, 1, 2], [2.0, 2.0, 2.0])
     history.submit([0, 1, 2], [1.0, 2.0, 2.0])
-    options = SelectionOptions(policy="progress", base_prob=0.2)
-    selector = Selector(options, SelectionSchedule(warmup_epochs=0), seed=1,
-                        worker=_Worker(_ConstantAssistant(0.5, 1.0)), loss_table=history)
-    keep = selector.keep_probabilities(np.arange(4), epoch=2)
+    keep = _hybrid_keep_probabilities("progress", history)
     # Pair 0 is still learning (kept), 1 and 2 stopped (the floor), 3 was never seen (the Assistant's 0.5).
     np.testing.assert_allclose(keep, [1.0, 0.2, 0.2, 0.2 + 0.8 * 0.5])
 
@@ -334,10 +339,7 @@ def test_the_learnable_policy_trusts_a_pairs_own_label_once_seen_and_the_assista
     band.submit([0, 1, 2], [1.0, 2.0, 8.0])
     for _ in range(100):  # a label of the band never goes stale
         band.submit([3], [np.nan])
-    options = SelectionOptions(policy="learnable", base_prob=0.2)
-    selector = Selector(options, SelectionSchedule(warmup_epochs=0), seed=1,
-                        worker=_Worker(_ConstantAssistant(0.5, 1.0)), loss_table=band)
-    keep = selector.keep_probabilities(np.arange(4), epoch=2)
+    keep = _hybrid_keep_probabilities("learnable", band)
     # 0 and 1 are in the band (kept), 2 is unlearnable (the floor), 3 was never seen (the Assistant's 0.5).
     np.testing.assert_allclose(keep, [1.0, 1.0, 0.2, 0.2 + 0.8 * 0.5])
 

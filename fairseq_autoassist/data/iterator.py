@@ -36,8 +36,16 @@ def corpus_side(indexed_dataset):
     return CorpusSide(np.concatenate(sentences) if sentences else np.zeros(0, np.int64), offsets)
 
 
+def load_replay_features(data, loss_log, source_lang, target_lang):
+    """The training split's features for replaying ``loss_log`` (``--autoassist-loss-log``) offline, or an
+    error naming what is missing (the replay scripts share it)."""
+    if not os.path.isfile(loss_log):
+        raise AutoAssistConfigError(f"{loss_log} does not exist; record one with --autoassist-loss-log FILE")
+    return load_pair_features(data, source_lang, target_lang)
+
+
 def load_pair_features(data, source_lang, target_lang, split="train"):
-    """The Assistant's features of a prepared data-bin split, for the offline replay scripts."""
+    """The Assistant's features of a prepared data-bin split."""
     dictionary = Dictionary.load(os.path.join(data, f"dict.{source_lang}.txt"))
     sides = []
     for lang in (source_lang, target_lang):
