@@ -45,6 +45,15 @@ def test_idf_counts_each_sentence_once():
     np.testing.assert_allclose(features.idf[0][6], np.log(3 / 1), rtol=1e-6)
 
 
+def test_document_frequency_matches_a_sentence_by_sentence_count_across_chunks(monkeypatch):
+    monkeypatch.setattr("fairseq_autoassist.assistant.features.SCORING_CHUNK_PAIRS", 7)
+    side = random_side(num_sentences=40, vocab_size=12, rng=np.random.default_rng(3))
+    expected = np.zeros(12, dtype=np.int64)
+    for i in range(len(side)):
+        expected[np.unique(side.tokens[side.offsets[i] : side.offsets[i + 1]])] += 1
+    np.testing.assert_array_equal(side.document_frequency(12), expected)
+
+
 def test_a_repeated_token_contributes_by_its_frequency_once():
     side = CorpusSide(np.array([5, 5, 5, 2]), np.array([0, 4]))
     features = PairFeatures(side, side, vocab_size=8)
