@@ -1,5 +1,7 @@
 """scripts/benchmark_scale.py: the synthetic WMT-shaped corpus and the figures derived from measurements."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -22,8 +24,10 @@ def test_the_synthetic_corpus_is_a_fairseq_dataset_of_the_asked_shape(tmp_path):
 def test_per_pair_goals_are_judged_by_the_slope_not_the_fixed_cost():
     # A fixed 40 MB and 3 s (imports) plus 30 bytes and 2 s per million pairs.
     rows = [benchmark_scale.compare(
-        {"pairs": n, "startup_seconds": 10.0 + 1e-6 * n, "rss_after_startup": 1e9},
-        {"pairs": n, "startup_seconds": 13.0 + 3e-6 * n, "rss_after_startup": 1e9 + 4e7 + 30 * n, "rss_peak": 2e9,
+        {"pairs": n, "startup_seconds": 10.0 + 1e-6 * n, "anon_after_startup": 1e9, "file_after_startup": 1e8,
+         "rss_peak_after_startup": 1.2e9},
+        {"pairs": n, "startup_seconds": 13.0 + 3e-6 * n, "anon_after_startup": 1e9 + 4e7 + 30 * n,
+         "file_after_startup": 1e8 + 120 * n, "rss_peak": 2e9,
          "batch_by_size_seconds": 1e-6 * n, "selecting_epoch_plan_seconds": 1.5e-6 * n,
          "chunk_selection_seconds": 0.01, "assistant_update_seconds": 0.001})
         for n in (1_000_000, 4_500_000)]
@@ -32,4 +36,19 @@ def test_per_pair_goals_are_judged_by_the_slope_not_the_fixed_cost():
     assert projected["startup_extra_seconds_per_million"] == pytest.approx(2.0)
     assert projected["planning_to_batch_by_size"] == pytest.approx(1.5, rel=1e-3)
     assert rows[0]["bytes_per_pair"] == pytest.approx(70.0)  # the fixed cost still shows at 1M pairs
+    assert rows[0]["file_bytes_per_pair"] == pytest.approx(120.0)
     assert "| 100M pairs |" in benchmark_scale.markdown(rows, "cmd", "assistant")
+
+
+@pytest.mark.slow
+def test_measures_both_tasks_on_a_small_corpus(tmp_path):
+    assert benchmark_scale.main(["--pairs", "3000", "--chunks", "1", "--work", str(tmp_path / "work"),
+                                 "--out", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "scale.json").read_text())
+    (row,) = result["rows"]
+    assert row["pairs"] == 3000
+    for key in ("startup_extra_seconds", "bytes_per_pair", "file_bytes_per_pair", "selecting_epoch_plan_seconds",
+                "chunk_selection_seconds", "assistant_update_ms"):
+        assert np.isfinite(row[key]), key
+    assert row["startup_stock_seconds"] > 0 and row["assistant_update_ms"] > 0
+    assert "extra anonymous memory" in (tmp_path / "out" / "scale.md").read_text()

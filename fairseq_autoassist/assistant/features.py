@@ -30,18 +30,24 @@ class CorpusSide:
     """One side (source or target) of a parallel corpus as flat token ids.
 
     ``owner``: the object whose memory ``tokens`` views (a memory-mapped dataset), kept alive here;
-    reading a view of a closed memory map crashes the process.
+    reading a view of a closed memory map crashes the process. ``lengths``: the sentence lengths
+    where the caller already holds them (fairseq's memory-mapped sizes: no per-pair copy); by default
+    the differences of ``offsets``.
     """
 
     tokens: np.ndarray
     offsets: np.ndarray
     owner: Optional[object] = None
+    lengths: Optional[np.ndarray] = None
 
     def __post_init__(self):
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
         if self.offsets.ndim != 1 or len(self.offsets) < 1:
             raise ValueError("offsets must be a 1-D array of length num_sentences + 1")
-        self.lengths = np.diff(self.offsets)
+        if self.lengths is None:
+            self.lengths = np.diff(self.offsets)
+        elif len(self.lengths) != len(self.offsets) - 1:
+            raise ValueError(f"{len(self.lengths)} lengths for {len(self.offsets) - 1} sentences")
         if np.any(self.lengths <= 0):
             raise ValueError("every sentence needs at least one token (fairseq appends </s>)")
 
@@ -51,7 +57,7 @@ class CorpusSide:
     def gather(self, ids):
         """Token ids of sentences ``ids`` concatenated, and the length of each."""
         ids = np.asarray(ids, dtype=np.int64)
-        lengths = self.lengths[ids]
+        lengths = self.lengths[ids].astype(np.int64)
         segment_starts = np.cumsum(lengths) - lengths
         positions = np.repeat(self.offsets[ids] - segment_starts, lengths)
         positions += np.arange(positions.shape[0], dtype=np.int64)

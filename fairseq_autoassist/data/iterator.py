@@ -25,7 +25,7 @@ def corpus_side(indexed_dataset):
         offsets = np.empty(len(index) + 1, dtype=np.int64)
         offsets[:-1] = index._pointers // itemsize
         offsets[-1] = offsets[-2] + index.sizes[-1] if len(index) else 0
-        return CorpusSide(tokens, offsets, owner=indexed_dataset)
+        return CorpusSide(tokens, offsets, owner=indexed_dataset, lengths=index.sizes)
     logger.warning(
         "AutoAssist: %s is not memory-mapped (--dataset-impl mmap); copying its tokens for the Assistant",
         type(indexed_dataset).__name__,

@@ -95,8 +95,10 @@ class AutoAssistTranslationTask(TranslationTask):
         make_batches = token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple,
                                             candidates)
         full_batches = make_batches(candidates)
+        # A copy: the batches are views of one array of every pair, which the dummy would keep alive.
+        dummy_batch = full_batches[0].copy()
         self.runtime = AutoAssistRuntime(
-            self.cfg, candidates, np.asarray(dataset.tgt_sizes, dtype=np.int64),
+            self.cfg, candidates, dataset.tgt_sizes,
             pairs_per_chunk(self.cfg.autoassist_refresh_updates * num_shards, len(candidates), len(full_batches)),
             seed, self.cfg.max_epoch, self.cfg.max_update, make_batches,
             pair_features=lambda: self._pair_features(dataset), steps_per_pass=len(full_batches) / num_shards,
@@ -110,7 +112,7 @@ class AutoAssistTranslationTask(TranslationTask):
             stream.chunks_per_pass,
         )
         self.train_iterator = ShrinkingEpochBatchIterator(
-            dataset=dataset, collate_fn=dataset.collater, stream=stream, dummy_batch=full_batches[0], seed=seed,
+            dataset=dataset, collate_fn=dataset.collater, stream=stream, dummy_batch=dummy_batch, seed=seed,
             num_shards=num_shards, shard_id=shard_id, num_workers=num_workers, epoch=epoch,
         )
         return self.train_iterator
