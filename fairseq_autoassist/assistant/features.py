@@ -57,7 +57,7 @@ class CorpusSide:
     def gather(self, ids):
         """Token ids of sentences ``ids`` concatenated, and the length of each."""
         ids = np.asarray(ids, dtype=np.int64)
-        lengths = self.lengths[ids].astype(np.int64)
+        lengths = self.lengths[ids].astype(np.int64, copy=False)
         segment_starts = np.cumsum(lengths) - lengths
         positions = np.repeat(self.offsets[ids] - segment_starts, lengths)
         positions += np.arange(positions.shape[0], dtype=np.int64)
