@@ -266,4 +266,6 @@ def test_a_corpus_side_keeps_its_memory_map_alive(prepared_data):
     gc.collect()
     for side, tokens in zip(sides, expected):
         np.testing.assert_array_equal(side.tokens[: side.offsets[-1]], tokens)
+        # No per-pair copies beyond the offsets: the tokens and the lengths view the memory map.
+        assert not side.tokens.flags.owndata and not side.lengths.flags.owndata
     assert np.isfinite(PairFeatures(*sides, vocab_size=len(dictionary)).idf[1]).all()
