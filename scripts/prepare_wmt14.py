@@ -226,7 +226,8 @@ def write_training_pieces(model, source, target, prefix, src, tgt, threads):
     """Encodes the training pairs and writes those the length tests keep to ``prefix.{src,tgt}``, one
     chunk of pairs in memory at a time; returns the pairs kept and the number each test removed."""
     kept, removed = 0, {"length": 0, "ratio": 0}
-    with open(f"{prefix}.{src}", "w", encoding="utf-8") as out_src, open(f"{prefix}.{tgt}", "w", encoding="utf-8") as out_tgt:
+    with open(f"{prefix}.{src}", "w", encoding="utf-8") as out_src, \
+            open(f"{prefix}.{tgt}", "w", encoding="utf-8") as out_tgt:
         for source_pieces, target_pieces in zip(encode(model, source, threads), encode(model, target, threads)):
             reason = keep_by_length(source_pieces, target_pieces)
             if reason:
