@@ -62,7 +62,11 @@ ARMS = {
     "assistant-iw": {"policy": "assistant", "extra": ["--autoassist-importance-weighting"]},
     "infobatch": {"policy": "infobatch"},
     "uniform": {"policy": "uniform"},
+    # The plugin's iterator without selection: batches rebuilt from a fresh shuffle every pass, as in every
+    # selecting arm (the stock task fixes them once). Separates what the iterator does from what selection does.
+    "keep-all": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "1.0"]},
     "spl": {"policy": "spl"},
+    "progress": {"policy": "progress"},  # the learning-progress hybrid, the paper's keep floor 0.5
     "loss-percentile": {"policy": "loss-percentile"},  # Selective Backprop, keeping about half the pairs
     # Skips pairs whose loss, relative to the corpus' median when measured, is in the top 20% (the
     # unlearnable ones of a noisy corpus) down to a keep probability of 0.1 (scripts/replay_selection.py
@@ -92,7 +96,7 @@ PRESETS = {
     "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
                           lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[30, 35, 38], validate_interval_updates=500,
                           arms=["baseline", "baseline-cosine-0.6", "baseline-cosine-0.8", "baseline-inverse-sqrt",
-                                "assistant", "uniform", "infobatch"]),
+                                "assistant", "progress", "learnable", "keep-all", "uniform", "infobatch"]),
     # A noisy copy of Multi30K (30% of the training pairs corrupted; --data must be prepared from
     # scripts/make_noisy_corpus.py's output and hold its noise.tsv): the quick preset's model for about six
     # baseline epochs, validated every 200 updates; every AutoAssist arm logs the kept share of corrupted
