@@ -24,7 +24,7 @@ training time, time per update; at equal update counts, updates to the baseline'
 0.8 of the budget, whether the arm beats the 0.8 budget-matched baseline, and the baseline's plateau;
 mean and spread over seeds. Time figures are only meaningful from a run that had the machine to itself.
 Outputs: OUT/results.json (every measurement), OUT/results.md (the tables and the command),
-OUT/bleu_vs_time.png, OUT/bleu_vs_tokens.png, OUT/kept_share.png.
+OUT/bleu_vs_updates.png, OUT/bleu_vs_time.png, OUT/bleu_vs_tokens.png, OUT/kept_share.png (against updates).
 """
 
 import argparse
@@ -437,27 +437,38 @@ def equal_update_table(runs, interval):
     return "\n".join(lines) + "\n"
 
 
+# (records, x, y, x label, y label, file): per-epoch records, or every validation (by update count).
+PLOTS = (
+    ("validations", "updates", "valid_bleu", "updates", "validation BLEU (greedy)", "bleu_vs_updates.png"),
+    ("epochs", "train_seconds", "valid_bleu", "training time (s; only from a run that had the machine to itself)",
+     "validation BLEU (greedy)", "bleu_vs_time.png"),
+    ("epochs", "target_tokens", "valid_bleu", "target tokens trained on", "validation BLEU (greedy)",
+     "bleu_vs_tokens.png"),
+    ("epochs", "updates", "kept_share", "updates", "kept share of pairs", "kept_share.png"),
+)
+
+
 def plot(runs, out):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    for key, xlabel, name in (("train_seconds", "training time (s)", "bleu_vs_time.png"),
-                              ("target_tokens", "target tokens trained on", "bleu_vs_tokens.png"),
-                              ("train_seconds", "training time (s)", "kept_share.png")):
+    arms = [arm for arm in ARMS if any(run["arm"] == arm for run in runs)]
+    colors = plt.get_cmap("tab10" if len(arms) <= 10 else "tab20").colors
+    for records, x_key, y_key, xlabel, ylabel, name in PLOTS:
         figure, axis = plt.subplots(figsize=(7, 4.5))
-        for arm in ARMS:
-            arm_runs = [run for run in runs if run["arm"] == arm and run["epochs"]]
+        for arm_index, arm in enumerate(arms):
+            arm_runs = [run for run in runs if run["arm"] == arm and run[records]]
             for i, run in enumerate(arm_runs):
-                y_key = "kept_share" if name == "kept_share.png" else "valid_bleu"
-                xs = [row[key] for row in run["epochs"]]
-                ys = [row[y_key] if row[y_key] is not None else float("nan") for row in run["epochs"]]
+                xs = [row[x_key] for row in run[records]]
+                ys = [row[y_key] if row[y_key] is not None else float("nan") for row in run[records]]
                 axis.plot(xs, ys, marker="o", markersize=3, label=arm if i == 0 else None,
-                          color=f"C{list(ARMS).index(arm)}", alpha=0.8)
+                          color=colors[arm_index % len(colors)], alpha=0.8,
+                          linestyle="--" if ARMS[arm]["policy"] is None and arm != "baseline" else "-")
         axis.set_xlabel(xlabel)
-        axis.set_ylabel("kept share of pairs" if name == "kept_share.png" else "validation BLEU (greedy)")
-        axis.legend()
+        axis.set_ylabel(ylabel)
+        axis.legend(fontsize="small")
         axis.grid(alpha=0.3)
         figure.tight_layout()
         figure.savefig(os.path.join(out, name), dpi=100)

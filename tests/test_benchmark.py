@@ -71,7 +71,7 @@ def test_smoke_preset_runs_every_arm_and_writes_every_output(smoke_run):
     assert baseline_epochs == 3
     shrinking = [run for run in results["runs"] if run["arm"] in ("assistant", "uniform", "infobatch", "spl")]
     assert all(run["epochs"][-1]["kept_share"] < 1.0 and len(run["epochs"]) > baseline_epochs for run in shrinking)
-    for name in ("results.md", "bleu_vs_time.png", "bleu_vs_tokens.png", "kept_share.png"):
+    for name in ("results.md", "bleu_vs_updates.png", "bleu_vs_time.png", "bleu_vs_tokens.png", "kept_share.png"):
         assert (out / name).stat().st_size > 0
     assert "| assistant |" in printed and "updates to baseline best" in printed
     assert results["at_equal_updates"]["baseline"]["update_ratio"]["mean"] == pytest.approx(1.0)
