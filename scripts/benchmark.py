@@ -30,6 +30,7 @@ OUT/bleu_vs_updates.png, OUT/bleu_vs_time.png, OUT/bleu_vs_tokens.png, OUT/kept_
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -413,26 +414,31 @@ def markdown(summary, command, machine, bleu_levels=()):
     return "\n".join(lines) + "\n"
 
 
+MAX_UPDATE_COLUMNS = 10
+
+
 def equal_update_table(runs, interval):
-    """Validation loss and BLEU of every arm at the multiples of ``interval`` that all runs reached,
-    mean over seeds: with fewer, longer epochs or more, shorter ones, arms compare at equal cost."""
+    """Validation loss and BLEU of every arm at the multiples of ``interval``, mean over the seeds that
+    reached each ("-" past an arm's budget): with fewer, longer epochs or more, shorter ones, arms compare
+    at equal cost. At most MAX_UPDATE_COLUMNS columns: every k-th multiple, counted back from the last."""
     if not interval:
         return ""
     by_run = [{p["updates"]: p for p in run.get("validations", []) if p["updates"] % interval == 0} for run in runs]
-    common = sorted(set.intersection(*(set(points) for points in by_run))) if by_run else []
-    if not common:
+    counts = sorted(set().union(*by_run))
+    if not counts:
         return ""
-    lines = ["", f"Validation loss / greedy BLEU at equal update counts (every {interval} updates; mean over seeds):", "",
-             "| arm | " + " | ".join(str(u) for u in common) + " |", "|---|" + "---|" * len(common)]
+    counts = counts[::-1][::math.ceil(len(counts) / MAX_UPDATE_COLUMNS)][::-1]
+    lines = ["", "Validation loss / greedy BLEU at equal update counts (mean over seeds):", "",
+             "| arm | " + " | ".join(str(u) for u in counts) + " |", "|---|" + "---|" * len(counts)]
     for arm in ARMS:
         arm_points = [points for run, points in zip(runs, by_run) if run["arm"] == arm]
         if not arm_points:
             continue
         cells = []
-        for updates in common:
-            losses = [points[updates]["valid_loss"] for points in arm_points]
-            bleus = [points[updates]["valid_bleu"] for points in arm_points]
-            cells.append(f"{statistics.mean(losses):.3f} / {statistics.mean(bleus):.2f}")
+        for updates in counts:
+            reached = [points[updates] for points in arm_points if updates in points]
+            cells.append(f"{statistics.mean(p['valid_loss'] for p in reached):.3f} / "
+                         f"{statistics.mean(p['valid_bleu'] for p in reached):.2f}" if reached else "-")
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -91,12 +91,20 @@ def test_validations_are_tabulated_at_equal_update_counts():
     baseline = benchmark.parse_validations(log([(1, 100, 5.0, 10.0), (1, 120, 4.9, 11.0), (2, 200, 4.0, 20.0)]))
     assert [p["updates"] for p in baseline] == [100, 120, 200]
     assert baseline[2] == {"updates": 200, "valid_loss": 4.0, "valid_bleu": 20.0}
-    # A shrinking arm ends its epochs elsewhere; only the common multiples of the interval are compared.
+    # A shrinking arm ends its epochs elsewhere; only the multiples of the interval are compared, and a
+    # budget-matched arm that stopped earlier has none past its budget.
     assistant = benchmark.parse_validations(log([(1, 100, 4.8, 12.0), (2, 160, 4.5, 15.0), (3, 200, 3.8, 22.0)]))
-    runs = [{"arm": "baseline", "validations": baseline}, {"arm": "assistant", "validations": assistant}]
+    matched = benchmark.parse_validations(log([(1, 100, 4.7, 13.0), (2, 150, 4.6, 14.0)]))
+    runs = [{"arm": "baseline", "validations": baseline}, {"arm": "assistant", "validations": assistant},
+            {"arm": "baseline-cosine-0.8", "validations": matched}]
     table = benchmark.equal_update_table(runs, interval=100)
     assert "| 100 | 200 |" in table
     assert "| assistant | 4.800 / 12.00 | 3.800 / 22.00 |" in table
+    assert "| baseline-cosine-0.8 | 4.700 / 13.00 | - |" in table
+    # Past MAX_UPDATE_COLUMNS multiples, every k-th is shown, the last one always.
+    long_run = [{"arm": "baseline", "validations": [{"updates": u, "valid_loss": 4.0, "valid_bleu": 30.0}
+                                                    for u in range(100, 1700, 100)]}]
+    assert "| 200 | 400 | 600 | 800 | 1000 | 1200 | 1400 | 1600 |" in benchmark.equal_update_table(long_run, 100)
     assert benchmark.equal_update_table(runs, interval=0) == ""
 
 
