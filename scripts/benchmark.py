@@ -65,7 +65,9 @@ ARMS = {
     "uniform": {"policy": "uniform"},
     # The plugin's iterator without selection: batches rebuilt from a fresh shuffle every pass, as in every
     # selecting arm (the stock task fixes them once). Separates what the iterator does from what selection does.
-    "keep-all": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "1.0"]},
+    # ``loss_log``: records every step's per-pair losses in the run's losses.npy, for screening rules offline
+    # with scripts/replay_selection.py.
+    "keep-all": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "1.0"], "loss_log": True},
     "spl": {"policy": "spl"},
     "progress": {"policy": "progress"},  # the learning-progress hybrid, the paper's keep floor 0.5
     "loss-percentile": {"policy": "loss-percentile"},  # Selective Backprop, keeping about half the pairs
@@ -126,7 +128,8 @@ def training_args(arm, data, save_dir, preset, seed, cpu):
         lr_scheduler=spec.get("lr_scheduler", preset.get("lr_scheduler", "inverse_sqrt")),
     ) + spec.get("extra", []) + ["--no-progress-bar"] + (
         ["--validate-interval-updates", str(interval)] if interval else []) + (
-        ["--autoassist-noise-ids", noise_list(data)] if spec["policy"] and os.path.isfile(noise_list(data)) else [])
+        ["--autoassist-noise-ids", noise_list(data)] if spec["policy"] and os.path.isfile(noise_list(data)) else []) + (
+        ["--autoassist-loss-log", os.path.join(save_dir, "losses.npy")] if spec.get("loss_log") else [])
 
 
 def noise_list(data):

@@ -213,3 +213,15 @@ def test_the_overhead_benchmark_times_every_policy_on_the_same_batches(prepared_
     assert set(result["arms"]) == {"assistant", "learnable", "infobatch"}
     assert all(arm["ratio_to_off"] > 0 for arm in result["arms"].values())
     assert result["arms"]["learnable"]["assistant_updates"] > 0 and "assistant_updates" not in result["arms"]["infobatch"]
+
+
+def test_only_the_keep_all_arm_records_its_losses_in_its_run_folder(tmp_path):
+    preset = benchmark.PRESETS["multi30k-long"]
+
+    def args(arm):
+        return benchmark.training_args(arm, str(tmp_path), str(tmp_path / arm), preset, seed=1, cpu=True)
+
+    keep_all = args("keep-all")
+    assert keep_all[keep_all.index("--autoassist-loss-log") + 1] == str(tmp_path / "keep-all" / "losses.npy")
+    assert keep_all[keep_all.index("--autoassist-uniform-keep-prob") + 1] == "1.0"
+    assert "--autoassist-loss-log" not in args("uniform") and "--autoassist-loss-log" not in args("baseline")
