@@ -165,7 +165,8 @@ def parse_epochs(log_text):
         if summary:
             record.update(train_wall=fields.get("train_wall"), num_updates=fields.get("num_updates"),
                           wpb=fields.get("wpb"), kept=fields.get("aa_kept", 1.0),
-                          kept_noisy=fields.get("aa_kept_noisy"), kept_clean=fields.get("aa_kept_clean"))
+                          kept_noisy=fields.get("aa_kept_noisy"), kept_clean=fields.get("aa_kept_clean"),
+                          cpu_share=selection_cpu_share(fields))
         else:
             record.update(valid_loss=fields.get("loss"), valid_bleu=fields.get("bleu"))
     rows, time, tokens, previous_updates = [], 0.0, 0.0, 0.0
@@ -180,8 +181,18 @@ def parse_epochs(log_text):
         rows.append(dict(epoch=epoch, train_seconds=time, target_tokens=tokens,
                          updates=record["num_updates"], valid_loss=record.get("valid_loss"),
                          valid_bleu=record.get("valid_bleu"), kept_share=record["kept"],
-                         kept_share_noisy=record["kept_noisy"], kept_share_clean=record["kept_clean"]))
+                         kept_share_noisy=record["kept_noisy"], kept_share_clean=record["kept_clean"],
+                         selection_cpu_share=record["cpu_share"]))
     return rows
+
+
+def selection_cpu_share(fields):
+    """The CPU seconds spent choosing pairs (training thread) and in the Assistant's thread, as a share of the
+    training process' CPU seconds (validation included), both counted since the process started (a resumed run:
+    since its resume); None for an arm without them. Machine noise cannot hide this one, unlike seconds."""
+    if not fields.get("aa_cpu_process"):
+        return None
+    return (fields.get("aa_cpu_select", 0.0) + fields.get("aa_cpu_assistant", 0.0)) / fields["aa_cpu_process"]
 
 
 def first_reaching(rows, key, bleu):
@@ -288,6 +299,8 @@ def derive(runs, bleu_levels=()):
             "best_valid_bleu": max(row["valid_bleu"] or 0.0 for row in run["epochs"]),
             "test_bleu": run["test_bleu"],
         }
+        if last.get("selection_cpu_share") is not None:
+            figures["selection_cpu_share"] = last["selection_cpu_share"]
         selecting = [row for row in run["epochs"][1:] if row.get("kept_share_noisy") is not None]
         if selecting:
             # After the first epoch, which trains on every pair in every preset.
@@ -406,6 +419,12 @@ def markdown(summary, command, machine, bleu_levels=()):
                   "| arm | corrupted pairs kept | clean pairs kept |", "|---|---|---|"]
         lines += [f"| {arm} | {cell(summary[arm]['kept_share_noisy'])} | {cell(summary[arm]['kept_share_clean'])} |"
                   for arm in noisy]
+    measured = [arm for arm in arms if "selection_cpu_share" in summary[arm]]
+    if measured:
+        lines += ["", "CPU seconds spent choosing pairs and in the Assistant's thread, as a share of the training "
+                  "process' CPU seconds (the last process of a resumed run):", "", "| arm | selection CPU share |",
+                  "|---|---|"]
+        lines += [f"| {arm} | {cell(summary[arm]['selection_cpu_share'], 4)} |" for arm in measured]
     if bleu_levels:
         header = " | ".join(f"time to BLEU {b:g} | tokens to it" for b in bleu_levels)
         lines += ["", "Time and token ratios to fixed validation BLEU levels:", "",

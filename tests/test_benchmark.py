@@ -46,6 +46,25 @@ def test_an_arm_that_never_reaches_the_target_is_reported_as_such():
     assert "not reached" in benchmark.markdown(summary, "cmd", "machine")
 
 
+TRAIN_LINE = ("2026-11-30 | INFO | train | epoch {epoch:03d} | loss 4.1 | wpb 1700 | train_wall {wall} "
+              "| num_updates {updates}{extra}")
+
+
+def test_the_selection_cpu_share_comes_from_the_last_epoch_of_an_arm_that_logs_it():
+    selecting = "\n".join([
+        TRAIN_LINE.format(epoch=1, wall=10, updates=10, extra=" | aa_cpu_select 1 | aa_cpu_process 100"),
+        TRAIN_LINE.format(epoch=2, wall=20, updates=20,
+                          extra=" | aa_kept 0.7 | aa_cpu_select 2 | aa_cpu_process 400 | aa_cpu_assistant 6"),
+    ])
+    runs = [{"arm": "baseline", "seed": 1, "epochs": benchmark.parse_epochs(TRAIN_LINE.format(
+                epoch=1, wall=30, updates=20, extra="")), "test_bleu": 1.0},
+            {"arm": "assistant", "seed": 1, "epochs": benchmark.parse_epochs(selecting), "test_bleu": 1.0}]
+    summary = benchmark.derive(runs)
+    assert summary["assistant"]["selection_cpu_share"]["mean"] == pytest.approx(8 / 400)
+    assert "selection_cpu_share" not in summary["baseline"]
+    assert "| assistant | 0.0200 |" in benchmark.markdown(summary, "cmd", "machine")
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     """The smoke preset, run once for the tests of this module: its folder and what it printed."""
