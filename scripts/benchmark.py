@@ -113,13 +113,44 @@ PRESETS = {
 }
 
 
+def arm_spec(arm):
+    """The settings of ``arm``: an entry of ARMS, or ``NAME@FRACTION``, the arm NAME trained for that fraction of
+    the preset's updates with its schedule ending there, as a user who wants to save time would run a rule
+    (compare it with the budget-matched baselines)."""
+    name, _, fraction = arm.partition("@")
+    spec = dict(ARMS[name])
+    if fraction:
+        spec["budget"] = float(fraction)
+    return spec
+
+
+def arm_argument(text):
+    """argparse type of ``--arms``: an arm of ARMS, optionally ``@FRACTION`` with 0 < FRACTION <= 1."""
+    name, at, fraction = text.partition("@")
+    if name not in ARMS:
+        raise argparse.ArgumentTypeError(f"unknown arm '{name}'; the arms are {', '.join(ARMS)}")
+    try:
+        valid = not at or 0 < float(fraction) <= 1
+    except ValueError:
+        valid = False
+    if not valid:
+        raise argparse.ArgumentTypeError(f"'{text}': the budget after '@' must be a fraction in (0, 1], e.g. {name}@0.7")
+    return text
+
+
+def in_table_order(arms):
+    """``arms`` in the order of ARMS, each arm's budget variants after it, largest budget first."""
+    names = list(ARMS)
+    return sorted(set(arms), key=lambda arm: (names.index(arm.partition("@")[0]), -arm_spec(arm).get("budget", 1.0)))
+
+
 def run_command(command, log_path):
     if run_logged(command, log_path) != 0:
         raise RuntimeError(f"{command[2]} failed; see {log_path}")
 
 
 def training_args(arm, data, save_dir, preset, seed, cpu):
-    spec = ARMS[arm]
+    spec = arm_spec(arm)
     interval = preset.get("validate_interval_updates", 0)
     return recipe(
         data, save_dir, spec["policy"], arch=preset["arch"], max_epoch=0,
@@ -388,17 +419,16 @@ def update_table(summary, budget):
              "| arm | updates to baseline best (ratio) | BLEU by 0.6 | by 0.8 | by the end | final valid loss "
              "| beats the 0.8 budget baseline (share of seeds) | baseline gain in the last quarter |",
              "|---|---|---|---|---|---|---|---|"]
-    for arm in ARMS:
-        if arm in summary:
-            s = summary[arm]
-            lines.append(f"| {arm} | {cell(s['update_ratio'])} | {cell(s['bleu_by_0.6'])} | {cell(s['bleu_by_0.8'])} | "
-                         f"{cell(s['bleu_by_end'])} | {cell(s['final_valid_loss'], 3)} | "
-                         f"{cell(s.get('beats_budget_0.8'))} | {cell(s.get('plateau_gain'))} |")
+    for arm in in_table_order(summary):
+        s = summary[arm]
+        lines.append(f"| {arm} | {cell(s['update_ratio'])} | {cell(s['bleu_by_0.6'])} | {cell(s['bleu_by_0.8'])} | "
+                     f"{cell(s['bleu_by_end'])} | {cell(s['final_valid_loss'], 3)} | "
+                     f"{cell(s.get('beats_budget_0.8'))} | {cell(s.get('plateau_gain'))} |")
     return "\n".join(lines) + "\n"
 
 
 def markdown(summary, command, machine, bleu_levels=()):
-    arms = [arm for arm in ARMS if arm in summary]
+    arms = in_table_order(summary)
     lines = [
         f"Command: `{command}`", "", f"Machine: {machine}", "",
         "Ratios are against the stock translation task with the same seed (mean ± half the range over seeds); "
@@ -452,7 +482,7 @@ def equal_update_table(runs, interval):
     counts = counts[::-1][::math.ceil(len(counts) / MAX_UPDATE_COLUMNS)][::-1]
     lines = ["", "Validation loss / greedy BLEU at equal update counts (mean over seeds):", "",
              "| arm | " + " | ".join(str(u) for u in counts) + " |", "|---|" + "---|" * len(counts)]
-    for arm in ARMS:
+    for arm in in_table_order(run["arm"] for run in runs):
         arm_points = [points for run, points in zip(runs, by_run) if run["arm"] == arm]
         if not arm_points:
             continue
@@ -482,7 +512,7 @@ def plot(runs, out):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    arms = [arm for arm in ARMS if any(run["arm"] == arm for run in runs)]
+    arms = in_table_order(run["arm"] for run in runs)
     colors = plt.get_cmap("tab10" if len(arms) <= 10 else "tab20").colors
     for records, x_key, y_key, xlabel, ylabel, name in PLOTS:
         figure, axis = plt.subplots(figsize=(7, 4.5))
@@ -493,7 +523,7 @@ def plot(runs, out):
                 ys = [row[y_key] if row[y_key] is not None else float("nan") for row in run[records]]
                 axis.plot(xs, ys, marker="o", markersize=3, label=arm if i == 0 else None,
                           color=colors[arm_index % len(colors)], alpha=0.8,
-                          linestyle="--" if ARMS[arm]["policy"] is None and arm != "baseline" else "-")
+                          linestyle="--" if arm_spec(arm)["policy"] is None and arm != "baseline" else "-")
         axis.set_xlabel(xlabel)
         axis.set_ylabel(ylabel)
         axis.legend(fontsize="small")
@@ -534,7 +564,9 @@ def main(argv=None):
     parser.add_argument("--preset", choices=sorted(PRESETS), required=True)
     parser.add_argument("--data", help="prepared data-bin folder (not for --preset smoke)")
     parser.add_argument("--out", required=True, help="output folder; rerun the same command to resume")
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), help="default: the preset's arms")
+    parser.add_argument("--arms", nargs="+", type=arm_argument, metavar="ARM[@BUDGET]",
+                        help=f"default: the preset's arms; of {', '.join(ARMS)}; ARM@0.7 trains ARM for 0.7 of the "
+                        "preset's updates, its schedule ending there")
     parser.add_argument("--seeds", nargs="+", type=int, help="override the preset's seeds")
     parser.add_argument("--validate-interval-updates", type=int,
                         help="also validate every N updates and tabulate every arm at those counts "

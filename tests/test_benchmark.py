@@ -244,3 +244,16 @@ def test_only_the_keep_all_arm_records_its_losses_in_its_run_folder(tmp_path):
     assert keep_all[keep_all.index("--autoassist-loss-log") + 1] == str(tmp_path / "keep-all" / "losses.npy")
     assert keep_all[keep_all.index("--autoassist-uniform-keep-prob") + 1] == "1.0"
     assert "--autoassist-loss-log" not in args("uniform") and "--autoassist-loss-log" not in args("baseline")
+
+
+def test_an_arm_at_a_smaller_budget_trains_for_that_fraction_with_its_schedule_ending_there(tmp_path):
+    preset = benchmark.PRESETS["multi30k-long"]
+    argv = benchmark.training_args("learnable@0.7", str(tmp_path), str(tmp_path / "run"), preset, seed=1, cpu=True)
+    assert argv[argv.index("--max-update") + 1] == str(round(0.7 * preset["max_update"]))
+    assert argv[argv.index("--lr-scheduler") + 1] == "cosine"
+    assert argv[argv.index("--autoassist-policy") + 1] == "learnable" and "--autoassist-base-prob" in argv
+    assert benchmark.in_table_order(["learnable@0.6", "baseline-cosine-0.8", "learnable", "learnable@0.8", "baseline"]) == [
+        "baseline", "baseline-cosine-0.8", "learnable", "learnable@0.8", "learnable@0.6"]
+    for wrong in ("learnable@1.5", "learnable@x", "learnable@0", "unknown@0.5"):
+        with pytest.raises(SystemExit):
+            benchmark.main(["--preset", "smoke", "--out", str(tmp_path), "--arms", wrong])
