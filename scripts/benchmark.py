@@ -9,8 +9,10 @@ Every arm uses the same model, optimizer, learning-rate schedule, batch size, se
 updates (the recipe of fairseq_autoassist/recipes.py with the preset's --max-update, no epoch limit, and
 the preset's schedule: inverse_sqrt, or cosine to 0 at the budget in multi30k-long), except the
 budget-matched baselines (``baseline-cosine-0.6``/``-0.8``: a fraction of the updates, the learning rate
-decaying to 0 there) and ``baseline-inverse-sqrt`` (the recipe's own schedule in a cosine preset); arms and
-seeds run one after another, never concurrently. Each run
+decaying to 0 there), ``baseline-inverse-sqrt`` (the recipe's own schedule in a cosine preset) and any
+``ARM@FRACTION`` of --arms (ARM for that fraction of the updates, its schedule ending there). One command runs
+its arms and seeds one after another; two commands may share OUT when their runs differ (``--seeds 1`` and
+``--seeds 2``, say), and the command without --arms and --seeds, rerun at the end, gathers them. Each run
 lives in OUT/runs/ARM-seedS/; a run that finished (its test BLEU is written, atomically) is skipped, an
 interrupted one resumes from its last checkpoint (repaired from the best one when a kill truncated
 it), so rerunning the same command after a kill at any moment continues where it stopped.
