@@ -12,7 +12,7 @@ budget-matched baselines (``baseline-cosine-0.6``/``-0.8``: a fraction of the up
 decaying to 0 there), ``baseline-inverse-sqrt`` (the recipe's own schedule in a cosine preset) and any
 ``ARM@FRACTION`` of --arms (ARM for that fraction of the updates, its schedule ending there). One command runs
 its arms and seeds one after another; two commands may share OUT when their runs differ (``--seeds 1`` and
-``--seeds 2``, say), and the command without --arms and --seeds, rerun at the end, gathers them. Each run
+``--seeds 2``, say), and ``--report`` tabulates every finished run in OUT without training. Each run
 lives in OUT/runs/ARM-seedS/; a run that finished (its test BLEU is written, atomically) is skipped, an
 interrupted one resumes from its last checkpoint (repaired from the best one when a kill truncated
 it), so rerunning the same command after a kill at any moment continues where it stopped.
@@ -283,12 +283,34 @@ def run_arm(arm, seed, data, out, preset, cpu):
                      "--output", result_path], os.path.join(run_dir, "evaluate.log"))
     else:
         logger.info("%s seed %d already finished; reusing it", arm, seed)
-    with open(log_path) as f:
+    return read_run(arm, seed, run_dir)
+
+
+def read_run(arm, seed, run_dir):
+    """The records of a finished run: its training log's epochs and validations, its test BLEU."""
+    with open(os.path.join(run_dir, "train.log")) as f:
         log_text = f.read()
-    with open(result_path) as f:
+    with open(os.path.join(run_dir, "bleu_test.json")) as f:
         test = json.load(f)
     return {"arm": arm, "seed": seed, "epochs": parse_epochs(log_text), "validations": parse_validations(log_text),
             "test_bleu": test["bleu"], "test_bleu_signature": test["bleu_signature"]}
+
+
+def finished_runs(out):
+    """Every finished run in OUT/runs (its test BLEU written), whatever command ran it, by seed and arm."""
+    found = []
+    for name in sorted(os.listdir(os.path.join(out, "runs"))):
+        match = re.fullmatch(r"(.+)-seed(\d+)", name)
+        run_dir = os.path.join(out, "runs", name)
+        if match and os.path.isfile(os.path.join(run_dir, "bleu_test.json")):
+            try:
+                arm_argument(match.group(1))
+            except argparse.ArgumentTypeError:
+                logger.warning("skipping %s: not an arm of this benchmark", run_dir)
+                continue
+            found.append((int(match.group(2)), match.group(1), run_dir))
+    order = {arm: i for i, arm in enumerate(in_table_order(arm for _, arm, _ in found))}
+    return [read_run(arm, seed, run_dir) for seed, arm, run_dir in sorted(found, key=lambda f: (f[0], order[f[1]]))]
 
 
 def _ratio(value, reference):
@@ -560,6 +582,20 @@ def describe_machine():
     return f"{cpu}, {len(os.sched_getaffinity(0))} CPU cores, {memory_gib:.0f} GiB, {gpu}"
 
 
+def train_arms(parser, args, preset):
+    data = smoke_data(args.out) if args.preset == "smoke" else args.data
+    try:
+        require_prepared(data)
+    except AutoAssistConfigError as error:
+        parser.error(str(error))
+    if preset.get("noisy") and not os.path.isfile(noise_list(data)):
+        parser.error(f"--preset {args.preset} needs a noisy corpus, but {noise_list(data)} is missing; prepare "
+                     "the output of scripts/make_noisy_corpus.py with scripts/prepare_multi30k.py --raw-dir")
+    arms = ["baseline"] + [arm for arm in (args.arms or preset["arms"]) if arm != "baseline"]
+    return [run_arm(arm, seed, data, args.out, preset, args.device == "cpu")
+            for seed in (args.seeds or preset["seeds"]) for arm in arms]
+
+
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -573,6 +609,9 @@ def main(argv=None):
     parser.add_argument("--validate-interval-updates", type=int,
                         help="also validate every N updates and tabulate every arm at those counts "
                         "(default: the preset's value; 0: per epoch only)")
+    parser.add_argument("--report", action="store_true",
+                        help="train nothing: tabulate every finished run in OUT/runs, of any arm and seed (while other "
+                        "commands still run, or to gather what several commands ran)")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--machine", default=describe_machine(),
                         help="description of the machine, written into results.md (default: read from this one)")
@@ -581,17 +620,12 @@ def main(argv=None):
     if args.validate_interval_updates is not None:
         preset["validate_interval_updates"] = args.validate_interval_updates
     os.makedirs(args.out, exist_ok=True)
-    data = smoke_data(args.out) if args.preset == "smoke" else args.data
-    try:
-        require_prepared(data)
-    except AutoAssistConfigError as error:
-        parser.error(str(error))
-    if preset.get("noisy") and not os.path.isfile(noise_list(data)):
-        parser.error(f"--preset {args.preset} needs a noisy corpus, but {noise_list(data)} is missing; prepare "
-                     "the output of scripts/make_noisy_corpus.py with scripts/prepare_multi30k.py --raw-dir")
-    arms = ["baseline"] + [arm for arm in (args.arms or preset["arms"]) if arm != "baseline"]
-    runs = [run_arm(arm, seed, data, args.out, preset, args.device == "cpu")
-            for seed in (args.seeds or preset["seeds"]) for arm in arms]
+    if args.report:
+        if not os.path.isdir(os.path.join(args.out, "runs")):
+            parser.error(f"--report: {args.out} holds no runs/ folder; give the --out of the runs to tabulate")
+        runs = finished_runs(args.out)
+    else:
+        runs = train_arms(parser, args, preset)
     summary = derive(runs, preset["bleu_levels"])
     at_updates = update_figures(runs, preset["max_update"])
     command = "python scripts/benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])

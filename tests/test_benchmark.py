@@ -257,3 +257,27 @@ def test_an_arm_at_a_smaller_budget_trains_for_that_fraction_with_its_schedule_e
     for wrong in ("learnable@1.5", "learnable@x", "learnable@0", "unknown@0.5"):
         with pytest.raises(SystemExit):
             benchmark.main(["--preset", "smoke", "--out", str(tmp_path), "--arms", wrong])
+
+
+def test_report_tabulates_every_finished_run_and_trains_nothing(tmp_path):
+    def write_run(name, finished=True):
+        run_dir = tmp_path / "runs" / name
+        run_dir.mkdir(parents=True)
+        (run_dir / "train.log").write_text("\n".join([
+            VALID_LINE.format(epoch=1, loss=4.5, bleu=20.0, updates=500),
+            TRAIN_LINE.format(epoch=1, wall=50, updates=500, extra=""),
+        ]))
+        if finished:
+            (run_dir / "bleu_test.json").write_text(json.dumps({"bleu": 21.0, "bleu_signature": "sig"}))
+
+    write_run("keep-all@0.6-seed1")
+    write_run("baseline-seed1")
+    write_run("assistant-seed1", finished=False)  # still training elsewhere
+    write_run("retired-rule-seed1")  # an arm this benchmark no longer has
+    assert benchmark.main(["--preset", "multi30k-long", "--out", str(tmp_path), "--report"]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [(run["arm"], run["seed"]) for run in results["runs"]] == [("baseline", 1), ("keep-all@0.6", 1)]
+    assert results["runs"][1]["validations"] == [{"updates": 500, "valid_loss": 4.5, "valid_bleu": 20.0}]
+    assert "| keep-all@0.6 |" in (tmp_path / "results.md").read_text()
+    with pytest.raises(SystemExit):
+        benchmark.main(["--preset", "multi30k-long", "--out", str(tmp_path / "elsewhere"), "--report"])
