@@ -28,6 +28,7 @@ from .selection import (
     SelectionSchedule,
     Selector,
     batch_importance_weights,
+    difficulty_shares,
 )
 from .selection.policies import POLICIES
 from .worker import AsyncAssistantWorker, SyncAssistantWorker
@@ -79,7 +80,7 @@ class AutoAssistRuntime:
         chunk_pairs: candidates per selection chunk.
         seed, max_epoch, max_update: fairseq's training settings.
         make_batches: ``f(indices) -> list of index arrays`` under the token budget.
-        pair_features: ``f() -> PairFeatures``, called only when the policy needs the Assistant.
+        pair_features: ``f() -> PairFeatures``, called only when the policy needs the Assistant or difficulties.
         steps_per_pass: training steps of one unfiltered pass (full global batches / ranks).
         min_batches_per_epoch: the number of ranks.
     """
@@ -89,7 +90,12 @@ class AutoAssistRuntime:
         self.policy = POLICIES[cfg.autoassist_policy]
         self.runtime_options = build(RuntimeOptions, cfg)
         selection_options = build(SelectionOptions, cfg)
-        self.worker = self._build_worker(cfg, pair_features()) if self.policy.needs_assistant else None
+        if self.policy.paced and not (max_update or max_epoch):
+            raise AutoAssistConfigError(
+                f"--autoassist-policy {cfg.autoassist_policy} paces its selection by the fraction of training done; "
+                "set --max-update or --max-epoch")
+        features = pair_features() if self.policy.needs_assistant or self.policy.needs_difficulty else None
+        self.worker = self._build_worker(cfg, features) if self.policy.needs_assistant else None
         self.loss_table = self.policy.build_loss_table(len(target_sizes), selection_options, steps_per_pass,
                                                        cfg.autoassist_loss_mean_decay)
         self.loss_log = None
@@ -99,6 +105,7 @@ class AutoAssistRuntime:
             selection_options,
             build(SelectionSchedule, cfg, max_epoch=max_epoch or 0, max_update=max_update or 0),
             seed=seed, worker=self.worker, loss_table=self.loss_table,
+            difficulty=difficulty_shares(features.source_rarity()) if self.policy.needs_difficulty else None,
         )
         flagged = None
         if self.runtime_options.noise_ids:

@@ -73,6 +73,7 @@ ARMS = {
     "spl": {"policy": "spl"},
     "progress": {"policy": "progress"},  # the learning-progress hybrid, the paper's keep floor 0.5
     "loss-percentile": {"policy": "loss-percentile"},  # Selective Backprop, keeping about half the pairs
+    "competence": {"policy": "competence"},  # a curriculum by source rarity (Platanios et al., 2019)
     # Skips pairs whose loss, relative to the corpus' median when measured, is in the top 20% (the
     # unlearnable ones of a noisy corpus) down to a keep probability of 0.1 (scripts/replay_selection.py
     # chose these on a keep-all run of the noisy corpus; docs/results/benchmark-multi30k-noisy/).

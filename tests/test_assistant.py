@@ -54,6 +54,14 @@ def test_document_frequency_matches_a_sentence_by_sentence_count_across_chunks(m
     np.testing.assert_array_equal(side.document_frequency(12), expected)
 
 
+def test_source_rarity_sums_the_source_idf_of_every_token_across_chunks(monkeypatch):
+    monkeypatch.setattr("fairseq_autoassist.assistant.features.SCORING_CHUNK_PAIRS", 7)
+    features = random_features(num_pairs=40, vocab_size=12)
+    source, idf = features.source, features.idf[0]
+    expected = [idf[source.tokens[source.offsets[i] : source.offsets[i + 1]]].sum() for i in range(40)]
+    np.testing.assert_allclose(features.source_rarity(), expected, rtol=1e-5)
+
+
 def test_a_repeated_token_contributes_by_its_frequency_once():
     side = CorpusSide(np.array([5, 5, 5, 2]), np.array([0, 4]))
     features = PairFeatures(side, side, vocab_size=8)

@@ -16,11 +16,12 @@ from .synthetic import padded_token_budget_batches, random_features
 NUM_PAIRS = 300
 
 
-def make_runtime(policy="assistant", **options):
+def make_runtime(policy="assistant", max_update=0, **options):
     features = random_features(num_pairs=NUM_PAIRS, seed=5)
     sizes = features.target.lengths
     cfg = replace(AutoAssistOptions(), autoassist_policy=policy, autoassist_sync=True, **options)
-    return AutoAssistRuntime(cfg, np.arange(NUM_PAIRS), sizes, chunk_pairs=60, seed=1, max_epoch=0, max_update=0,
+    return AutoAssistRuntime(cfg, np.arange(NUM_PAIRS), sizes, chunk_pairs=60, seed=1, max_epoch=0,
+                             max_update=max_update,
                              make_batches=functools.partial(padded_token_budget_batches, sizes=sizes, max_tokens=200),
                              pair_features=lambda: features)
 
@@ -36,6 +37,17 @@ def test_each_policy_gets_the_parts_it_needs():
     assert assistant.worker is not None and assistant.loss_table is None
     assert infobatch.worker is None and infobatch.loss_table is not None
     assert uniform.worker is None and uniform.loss_table is None and not uniform.wants_losses
+
+
+def test_a_paced_policy_without_a_training_length_names_the_flags():
+    with pytest.raises(AutoAssistConfigError, match="set --max-update or --max-epoch"):
+        make_runtime("competence")
+
+
+def test_the_competence_policy_ranks_every_pair_by_its_source_rarity():
+    runtime = make_runtime("competence", max_update=100)
+    rarest = int(np.argmax(random_features(num_pairs=NUM_PAIRS, seed=5).source_rarity()))
+    assert runtime.worker is None and runtime.selector.difficulty[rarest] == 1.0
 
 
 def test_weights_only_for_a_weighting_policy_and_scaled_per_batch():

@@ -15,6 +15,8 @@ from fairseq_autoassist.selection import (
     Selector,
     assistant_keep_probabilities,
     batch_importance_weights,
+    competence_keep_probabilities,
+    difficulty_shares,
     draw_keep_mask,
     importance_weights,
     infobatch_keep_probabilities,
@@ -23,6 +25,7 @@ from fairseq_autoassist.selection import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
+from fairseq_autoassist.selection.keep_rules import competence
 
 probabilities = st.floats(allow_nan=True, allow_infinity=True, width=32)
 
@@ -361,3 +364,24 @@ def test_seen_percentiles_of_a_large_table_come_from_a_strided_sample():
     table = LatestLossTable(200_000)
     table.submit(np.arange(200_000), np.random.default_rng(0).permutation(200_000).astype(np.float32))
     np.testing.assert_allclose(table.seen_percentiles([50_000.0, 150_000.0]), [0.25, 0.75], atol=0.01)
+
+
+def test_competence_grows_as_a_square_root_from_its_start_to_every_pair():
+    assert competence(0.0, start=0.01, full_at=0.5) == pytest.approx(0.01)
+    assert competence(0.125, start=0.01, full_at=0.5) == pytest.approx(np.sqrt(0.25 * (1 - 1e-4) + 1e-4))
+    assert competence(0.5, start=0.01, full_at=0.5) == competence(0.9, start=0.01, full_at=0.5) == 1.0
+
+
+def test_the_competence_rule_keeps_the_easiest_pairs_within_the_competence():
+    shares = difficulty_shares(np.array([3.0, 1.0, 4.0, 1.5, 9.0]))
+    np.testing.assert_allclose(shares, [0.6, 0.2, 0.8, 0.4, 1.0])
+    np.testing.assert_allclose(competence_keep_probabilities(shares, 0.4, 0.05), [0.05, 1.0, 0.05, 1.0, 0.05])
+    # At 3/4 of the way to full competence (start 0.01) 86.6% of the pairs, easiest first, are open.
+    selector = Selector(SelectionOptions(policy="competence", competence_full_at=0.5),
+                        SelectionSchedule(warmup_epochs=0, max_update=1000), seed=1,
+                        difficulty=difficulty_shares(np.arange(100.0)))
+    selector.num_updates = 375
+    keep = selector.keep_probabilities(np.arange(100), epoch=1)
+    assert np.all(keep[:86] == 1.0) and np.all(keep[86:] == 0.05)
+    with pytest.raises(ValueError, match="difficulty"):
+        Selector(SelectionOptions(policy="competence"), SelectionSchedule(warmup_epochs=0), seed=1)

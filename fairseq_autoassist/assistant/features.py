@@ -116,6 +116,16 @@ class PairFeatures:
     def sides(self):
         return (self.source, self.target)
 
+    def source_rarity(self):
+        """Per pair, the sum of its source tokens' IDF: the sentence rarity of competence-based curricula
+        (Platanios et al., 2019, with IDF standing in for the negative log unigram probability)."""
+        rarity = np.empty(len(self), dtype=np.float32)
+        for start in range(0, len(self), SCORING_CHUNK_PAIRS):
+            ids = np.arange(start, min(start + SCORING_CHUNK_PAIRS, len(self)))
+            tokens, lengths = self.source.gather(ids)
+            rarity[ids] = np.add.reduceat(self.idf[0][tokens], np.cumsum(lengths) - lengths)
+        return rarity
+
     def length_features(self, ids):
         """Standardized log lengths, shape (len(ids), 2): source, target."""
         columns = []

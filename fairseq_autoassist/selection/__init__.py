@@ -4,6 +4,8 @@ kept pairs; no fairseq import."""
 from .keep_rules import (
     SelectionSchedule,
     assistant_keep_probabilities,
+    competence_keep_probabilities,
+    difficulty_shares,
     infobatch_keep_probabilities,
     loss_percentile_keep_probabilities,
     self_paced_keep_probabilities,
@@ -27,6 +29,8 @@ __all__ = [
     "LossBand",
     "LossHistory",
     "Policy",
+    "competence_keep_probabilities",
+    "difficulty_shares",
     "infobatch_keep_probabilities",
     "loss_percentile_keep_probabilities",
     "self_paced_keep_probabilities",

@@ -5,6 +5,7 @@ probabilities are clipped to ``[min_keep_prob, 1]``, so every pair keeps a non-z
 importance weight ``1 / p`` stays at most ``1 / min_keep_prob``.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -62,6 +63,26 @@ def loss_percentile_keep_probabilities(percentiles, power, min_keep_prob):
     probability is about ``1 / (power + 1)``."""
     percentiles = np.asarray(percentiles, dtype=np.float64)
     return _clip(np.where(np.isfinite(percentiles), np.clip(percentiles, 0.0, 1.0) ** power, 1.0), min_keep_prob)
+
+
+def difficulty_shares(difficulty):
+    """Each pair's share of the corpus that is at most as difficult as it, in (0, 1] (ties in index order)."""
+    order = np.argsort(np.asarray(difficulty), kind="stable")
+    shares = np.empty(len(order), dtype=np.float32)
+    shares[order] = np.arange(1, len(order) + 1, dtype=np.float64) / max(len(order), 1)
+    return shares
+
+
+def competence(progress, start, full_at):
+    """Platanios et al. (NAACL 2019)'s square-root competence: the share of the pairs, easiest first, open to
+    training at ``progress`` (the fraction of training done): ``start`` at 0, every pair from ``full_at`` on."""
+    return min(1.0, math.sqrt(progress / full_at * (1.0 - start ** 2) + start ** 2))
+
+
+def competence_keep_probabilities(shares, competence_now, min_keep_prob):
+    """Competence-based curriculum: keep the pairs whose difficulty share (``difficulty_shares``) is within
+    the current competence; the others get only the floor probability."""
+    return _clip(np.where(np.asarray(shares) <= competence_now, 1.0, 0.0), min_keep_prob)
 
 
 @dataclass

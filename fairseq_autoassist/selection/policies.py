@@ -18,6 +18,8 @@ import numpy as np
 
 from .keep_rules import (
     assistant_keep_probabilities,
+    competence,
+    competence_keep_probabilities,
     infobatch_keep_probabilities,
     loss_percentile_keep_probabilities,
     self_paced_keep_probabilities,
@@ -49,6 +51,8 @@ class Policy:
     loss_table: Optional[Callable] = None
     always_weighted: bool = False
     learns_table_labels: bool = False  # the Assistant learns the loss table's labels, not the paper's
+    needs_difficulty: bool = False  # every pair's difficulty share, from its source rarity
+    paced: bool = False  # the rule follows the fraction of training done: needs --max-update or --max-epoch
 
     def build_loss_table(self, num_pairs, options, steps_per_pass, mean_decay):
         if self.loss_table is None:
@@ -109,6 +113,13 @@ def _self_paced(selector, indices, progress):
                                          options.min_keep_prob)
 
 
+def _competence(selector, indices, progress):
+    options = selector.options
+    return competence_keep_probabilities(
+        selector.difficulty[indices], competence(progress or 0.0, options.competence_start, options.competence_full_at),
+        options.min_keep_prob)
+
+
 POLICIES = {
     policy.name: policy
     for policy in (
@@ -127,7 +138,10 @@ POLICIES = {
                loss_table=_latest_losses, always_weighted=True),
         Policy("loss-percentile", "Selective Backprop: keep each pair with the percentile of its latest loss among "
                "all pairs' to the power --autoassist-percentile-power", _loss_percentile, loss_table=_latest_losses),
-        Policy("spl", "self-paced learning: the easiest seen pairs first", _self_paced, loss_table=_latest_losses),
+        Policy("spl", "self-paced learning: the easiest seen pairs first", _self_paced, loss_table=_latest_losses,
+               paced=True),
+        Policy("competence", "competence-based curriculum (Platanios et al., 2019): the pairs of rarest source "
+               "sentences open last, on a square-root schedule", _competence, needs_difficulty=True, paced=True),
         Policy("none", "every pair, exactly like --task translation"),
     )
 }

@@ -53,6 +53,13 @@ class SelectionOptions:
     percentile_power: float = option(
         1.0, "loss-percentile: a pair is kept with (percentile of its latest loss) ** this power; the mean keep "
         "probability is about 1 / (power + 1)", minimum=0, exclude_minimum=True)
+    competence_start: float = option(
+        0.01, "competence: share of the pairs, easiest first by source rarity (the sum of the source tokens' IDF), "
+        "open to training at the start; it grows as the square root of the fraction of training done",
+        minimum=0, maximum=1, exclude_minimum=True)
+    competence_full_at: float = option(
+        0.5, "competence: fraction of --max-update (or --max-epoch) from which every pair is open", minimum=0,
+        maximum=1, exclude_minimum=True)
     spl_start_fraction: float = option(
         0.5, "spl: share of the easiest seen pairs kept at the start; it grows linearly to 1 over --max-update "
         "(or --max-epoch)", minimum=0, maximum=1)
@@ -70,16 +77,20 @@ class Selector:
     current by the training loop so that update-based annealing knows where training is.
 
     ``worker`` (an Assistant worker, see ``fairseq_autoassist.worker``) is needed by the policies
-    with ``needs_assistant``, ``loss_table`` (``policy.build_loss_table``) by those with a ``loss_table``.
+    with ``needs_assistant``, ``loss_table`` (``policy.build_loss_table``) by those with a ``loss_table``,
+    ``difficulty`` (every pair's ``difficulty_shares``) by those with ``needs_difficulty``.
     """
 
     def __init__(self, options: SelectionOptions, schedule: SelectionSchedule, seed: int, worker=None,
-                 loss_table=None):
+                 loss_table=None, difficulty=None):
         self.policy = POLICIES[options.policy]
         if self.policy.needs_assistant and worker is None:
             raise ValueError(f"the {options.policy} policy needs an Assistant worker")
         if self.policy.loss_table is not None and loss_table is None:
             raise ValueError(f"the {options.policy} policy needs a loss table")
+        if self.policy.needs_difficulty and difficulty is None:
+            raise ValueError(f"the {options.policy} policy needs every pair's difficulty")
+        self.difficulty = difficulty
         self.loss_table = loss_table
         self.options = options
         self.schedule = schedule
