@@ -194,17 +194,25 @@ def test_bad_input_gets_one_clear_line(prepared_data, tmp_path):
     assert result.returncode != 0
     assert "error: --autoassist-base-prob=1.5 is outside [0, 1]" in result.stdout
     assert "Traceback" not in result.stdout
+    # A curriculum paced by the fraction of training done, with no end of training to measure it by.
+    unpaced = run_script("-m", "fairseq_cli.train", *tiny_recipe(prepared_data, tmp_path / "unpaced", "competence",
+                                                                 max_epoch=0), check=False, timeout=300)
+    assert unpaced.returncode != 0 and "Traceback" not in unpaced.stdout
+    assert "paces its selection by the fraction of training done; set --max-update or --max-epoch" in unpaced.stdout
 
 
-@pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl", "progress", "learnable", "loss-percentile"])
+@pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl", "progress", "learnable", "loss-percentile",
+                                    "competence"])
 def test_peer_policies_share_the_shrinking_iterator(prepared_data, tmp_path, policy):
     # progress labels a pair from its last two visits, so it can first drop pairs in the third epoch.
     max_epoch = 3 if policy == "progress" else 2
+    # competence opens every pair at --autoassist-competence-full-at (0.5 of training: the second epoch of two).
+    paced = ["--autoassist-competence-full-at", "1.0"] if policy == "competence" else []
     # --autoassist-noise-ids flags pairs 0-99 as corrupted: the log shows their kept share and the others'.
     noise = tmp_path / "noise.tsv"
     noise.write_text("line\tkind\n" + "".join(f"{i}\tmisaligned\n" for i in range(100)))
     log = fairseq_train(prepared_data, tmp_path / policy, "--autoassist-sync", "--autoassist-refresh-updates", "5",
-                        "--autoassist-noise-ids", str(noise), policy=policy, max_epoch=max_epoch).stdout
+                        "--autoassist-noise-ids", str(noise), *paced, policy=policy, max_epoch=max_epoch).stdout
     epochs = updates_per_epoch(log)
     assert len(epochs) == max_epoch and epochs[-1] < epochs[0], epochs
     shares = re.findall(r"\| train \| epoch 00\d \|.*aa_kept_noisy ([\d.]+) \| aa_kept_clean ([\d.]+)", log)
