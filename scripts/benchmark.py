@@ -139,7 +139,8 @@ def arm_argument(text):
     except ValueError:
         valid = False
     if not valid:
-        raise argparse.ArgumentTypeError(f"'{text}': the budget after '@' must be a fraction in (0, 1], e.g. {name}@0.7")
+        raise argparse.ArgumentTypeError(
+            f"'{text}': the budget after '@' must be a fraction in (0, 1], e.g. {name}@0.7")
     return text
 
 
@@ -270,11 +271,15 @@ def repair_last_checkpoint(run_dir):
             os.unlink(last)
 
 
+# A run's folder OUT/runs/ARM-seedS holds its training log and, once it finished, its test BLEU (written last).
+RUN_LOG, RUN_RESULT = "train.log", "bleu_test.json"
+
+
 def run_arm(arm, seed, data, out, preset, cpu):
     run_dir = os.path.join(out, "runs", f"{arm}-seed{seed}")
-    result_path = os.path.join(run_dir, "bleu_test.json")
+    result_path = os.path.join(run_dir, RUN_RESULT)
     os.makedirs(run_dir, exist_ok=True)
-    log_path = os.path.join(run_dir, "train.log")
+    log_path = os.path.join(run_dir, RUN_LOG)
     if not os.path.isfile(result_path):
         logger.info("running %s seed %d (log: %s)", arm, seed, log_path)
         repair_last_checkpoint(run_dir)
@@ -291,9 +296,9 @@ def run_arm(arm, seed, data, out, preset, cpu):
 
 def read_run(arm, seed, run_dir):
     """The records of a finished run: its training log's epochs and validations, its test BLEU."""
-    with open(os.path.join(run_dir, "train.log")) as f:
+    with open(os.path.join(run_dir, RUN_LOG)) as f:
         log_text = f.read()
-    with open(os.path.join(run_dir, "bleu_test.json")) as f:
+    with open(os.path.join(run_dir, RUN_RESULT)) as f:
         test = json.load(f)
     return {"arm": arm, "seed": seed, "epochs": parse_epochs(log_text), "validations": parse_validations(log_text),
             "test_bleu": test["bleu"], "test_bleu_signature": test["bleu_signature"]}
@@ -305,7 +310,7 @@ def finished_runs(out):
     for name in sorted(os.listdir(os.path.join(out, "runs"))):
         match = re.fullmatch(r"(.+)-seed(\d+)", name)
         run_dir = os.path.join(out, "runs", name)
-        if match and os.path.isfile(os.path.join(run_dir, "bleu_test.json")):
+        if match and os.path.isfile(os.path.join(run_dir, RUN_RESULT)):
             try:
                 arm_argument(match.group(1))
             except argparse.ArgumentTypeError:

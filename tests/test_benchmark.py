@@ -252,7 +252,8 @@ def test_an_arm_at_a_smaller_budget_trains_for_that_fraction_with_its_schedule_e
     assert argv[argv.index("--max-update") + 1] == str(round(0.7 * preset["max_update"]))
     assert argv[argv.index("--lr-scheduler") + 1] == "cosine"
     assert argv[argv.index("--autoassist-policy") + 1] == "learnable" and "--autoassist-base-prob" in argv
-    assert benchmark.in_table_order(["learnable@0.6", "baseline-cosine-0.8", "learnable", "learnable@0.8", "baseline"]) == [
+    arms = ["learnable@0.6", "baseline-cosine-0.8", "learnable", "learnable@0.8", "baseline"]
+    assert benchmark.in_table_order(arms) == [
         "baseline", "baseline-cosine-0.8", "learnable", "learnable@0.8", "learnable@0.6"]
     for wrong in ("learnable@1.5", "learnable@x", "learnable@0", "unknown@0.5"):
         with pytest.raises(SystemExit):
