@@ -23,8 +23,8 @@ BLEU (greedy) and the kept share; with --validate-interval-updates also every va
 count; at the end the test BLEU (beam 5) of the best checkpoint. Derived figures, against the baseline
 of the same seed: time and tokens to reach the baseline's best validation BLEU, BLEU at the baseline's
 training time, time per update; at equal update counts, updates to the baseline's best, BLEU by 0.6 and
-0.8 of the budget, whether the arm beats the 0.8 budget-matched baseline, and the baseline's plateau;
-mean and spread over seeds. Time figures are only meaningful from a run that had the machine to itself.
+0.8 of the budget, whether the arm beats the 0.8 budget-matched baseline (and an ARM@FRACTION the one of
+its own budget), and the baseline's plateau; mean and spread over seeds. Time figures are only meaningful from a run that had the machine to itself.
 Outputs: OUT/results.json (every measurement), OUT/results.md (the tables and the command),
 OUT/bleu_vs_updates.png, OUT/bleu_vs_time.png, OUT/bleu_vs_tokens.png, OUT/kept_share.png (against updates).
 """
@@ -407,15 +407,31 @@ def cell(stat, digits=2):
     return text
 
 
+def budget_matched(arm):
+    """Whether ``arm`` is a budget-matched baseline: the stock task on a cosine schedule ending at its budget."""
+    spec = arm_spec(arm)
+    return spec["policy"] is None and spec.get("lr_scheduler") == "cosine" and "budget" in spec
+
+
+def beats(points, reach, reference, target, limit):
+    """Whether an arm with validations ``points``, first reaching ``target`` at ``reach`` updates, beats the
+    budget-matched baseline ``reference``: reaches the target before it does, or stands above the
+    reference's final BLEU by ``limit`` updates."""
+    reference_reach = first_reaching(reference["validations"], "updates", target)
+    reference_final = bleu_at(reference["validations"], limit, "updates") or 0.0
+    earlier = reach is not None and (reference_reach is None or reach < reference_reach)
+    return float(earlier or (bleu_at(points, limit, "updates") or 0.0) > reference_final)
+
+
 def update_figures(runs, budget):
     """Figures at equal update counts (the validations every ``--validate-interval-updates``), per arm
     against the baseline of the same seed: updates to the baseline's best validation BLEU as a ratio of
     the baseline's own; the best BLEU by 0.6 and 0.8 of the ``budget`` and by its end; the final validation
-    loss; whether the arm beats the budget-matched baseline of 0.8 (reaches the target before it, or
-    stands above its final BLEU at 0.8 of the budget); and the baseline's gain over its last quarter
-    (under 0.5: a plateau)."""
+    loss; whether the arm beats the budget-matched baseline of 0.8 and, for an ``ARM@FRACTION``, the one of
+    its own budget (see ``beats``); and the baseline's gain over its last quarter (under 0.5: a plateau)."""
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
-    matched = {run["seed"]: run for run in runs if run["arm"] == "baseline-cosine-0.8"}
+    matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
+               if budget_matched(run["arm"]) and run.get("validations")}
     per_arm = {}
     for run in runs:
         base = baselines.get(run["seed"])
@@ -431,12 +447,15 @@ def update_figures(runs, budget):
             "bleu_by_end": bleu_at(points, budget, "updates"),
             "final_valid_loss": points[-1]["valid_loss"],
         }
-        reference = matched.get(run["seed"])
-        if reference is not None and reference is not run and reference.get("validations"):
-            reference_reach = first_reaching(reference["validations"], "updates", target)
-            reference_final = bleu_at(reference["validations"], budget, "updates") or 0.0
-            earlier = reach is not None and (reference_reach is None or reach < reference_reach)
-            figures["beats_budget_0.8"] = float(earlier or (figures["bleu_by_0.8"] or 0.0) > reference_final)
+        if not budget_matched(run["arm"]):
+            fractions = {"beats_budget_0.8": 0.8}
+            own_budget = arm_spec(run["arm"]).get("budget", 1.0)
+            if own_budget < 1:
+                fractions["beats_same_budget"] = own_budget
+            for key, fraction in fractions.items():
+                reference = matched.get((run["seed"], fraction))
+                if reference is not None:
+                    figures[key] = beats(points, reach, reference, target, fraction * budget)
         if run is base:
             figures["plateau_gain"] = target - (bleu_at(points, 0.75 * budget, "updates") or 0.0)
         per_arm.setdefault(run["arm"], []).append(figures)
@@ -449,13 +468,15 @@ def update_table(summary, budget):
     lines = ["", f"At equal update counts (budget {budget} updates; mean over seeds; a budget-matched baseline "
              "trains for its fraction of the budget with a cosine schedule that reaches 0 there):", "",
              "| arm | updates to baseline best (ratio) | BLEU by 0.6 | by 0.8 | by the end | final valid loss "
-             "| beats the 0.8 budget baseline (share of seeds) | baseline gain in the last quarter |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| beats the 0.8 budget baseline (share of seeds) | beats the baseline of its own budget "
+             "| baseline gain in the last quarter |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for arm in in_table_order(summary):
         s = summary[arm]
         lines.append(f"| {arm} | {cell(s['update_ratio'])} | {cell(s['bleu_by_0.6'])} | {cell(s['bleu_by_0.8'])} | "
                      f"{cell(s['bleu_by_end'])} | {cell(s['final_valid_loss'], 3)} | "
-                     f"{cell(s.get('beats_budget_0.8'))} | {cell(s.get('plateau_gain'))} |")
+                     f"{cell(s.get('beats_budget_0.8'))} | {cell(s.get('beats_same_budget'))} | "
+                     f"{cell(s.get('plateau_gain'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -464,8 +485,9 @@ def markdown(summary, command, machine, bleu_levels=()):
     lines = [
         f"Command: `{command}`", "", f"Machine: {machine}", "",
         "Ratios are against the stock translation task with the same seed (mean ± half the range over seeds); "
-        "time is fairseq's train_wall (validation excluded); tokens are target tokens trained on; every arm "
-        "trains for the same number of updates.", "",
+        "time is fairseq's train_wall (validation excluded), meaningful only for runs that had the machine to "
+        "themselves; tokens are target tokens trained on; every arm trains for the preset's number of updates "
+        "but a budget-matched baseline and an ARM@FRACTION, which train for that fraction of them.", "",
         "| arm | time to baseline best BLEU | tokens to it | BLEU at baseline time | BLEU at 60% of it "
         "| time per update | best valid BLEU | test BLEU (beam 5) |",
         "|---|---|---|---|---|---|---|---|",

@@ -152,8 +152,28 @@ def test_figures_at_equal_updates_compare_with_the_budget_matched_baseline():
     table = benchmark.update_table(summary, 400)
     assert "| assistant | 0.62 |" in table
     # Not reached is said as such; a figure that does not apply to the arm (the plateau) is left empty.
-    assert "| uniform | not reached |" in table and table.splitlines()[-1].endswith("| 0.00 | - |")
+    assert "| uniform | not reached |" in table and table.splitlines()[-1].endswith("| 0.00 | - | - |")
     assert "plateau_gain" not in summary["uniform"] and "beats_budget_0.8" not in summary["baseline-cosine-0.8"]
+    assert "beats_same_budget" not in summary["assistant"]
+
+
+def test_a_rule_at_a_smaller_budget_is_judged_against_the_baseline_of_that_budget():
+    runs = [
+        {"arm": "baseline", "seed": 1, "validations": points((100, 10), (200, 20), (300, 29), (400, 30))},
+        {"arm": "baseline-cosine-0.6", "seed": 1, "validations": points((100, 12), (200, 24), (240, 27))},
+        # Never reaches the baseline's 30 but ends above the 0.6 baseline's 27 at the same budget.
+        {"arm": "assistant@0.6", "seed": 1, "validations": points((100, 12), (200, 25), (240, 28))},
+        # Ends below it.
+        {"arm": "uniform@0.6", "seed": 1, "validations": points((100, 12), (200, 23), (240, 26))},
+    ]
+    summary = benchmark.update_figures(runs, budget=400)
+    assert summary["assistant@0.6"]["beats_same_budget"]["mean"] == 1.0
+    assert summary["uniform@0.6"]["beats_same_budget"]["mean"] == 0.0
+    # Without a 0.8 baseline among the runs that figure does not apply; nor does the comparison to itself.
+    assert "beats_budget_0.8" not in summary["assistant@0.6"]
+    assert "beats_same_budget" not in summary["baseline-cosine-0.6"]
+    assert "| assistant@0.6 | not reached | 28.00 | 28.00 | 28.00 | 4.000 | - | 1.00 | - |" in \
+        benchmark.update_table(summary, 400)
 
 
 def test_a_truncated_last_checkpoint_is_replaced_by_the_best_one(tmp_path):
