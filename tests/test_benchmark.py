@@ -176,6 +176,12 @@ def test_a_rule_at_a_smaller_budget_is_judged_against_the_baseline_of_that_budge
         benchmark.update_table(summary, 400)
 
 
+def test_every_arm_of_every_preset_is_a_valid_arm_argument():
+    for preset in benchmark.PRESETS.values():
+        for arm in preset["arms"]:
+            assert benchmark.arm_argument(arm) == arm
+
+
 def test_a_truncated_last_checkpoint_is_replaced_by_the_best_one(tmp_path):
     import torch
 
