@@ -223,6 +223,8 @@ class AutoAssistRuntime:
             state["assistant"] = self.worker.state_dict()
         if self.loss_table is not None:
             state["loss_table"] = self.loss_table.state_dict()
+        if self.loss_log is not None:
+            state["loss_log_length"] = self.loss_log.length()
         return state
 
     def load_state_dict(self, state):
@@ -235,6 +237,8 @@ class AutoAssistRuntime:
                     self.worker.load_state_dict(state["assistant"])
                 if self.loss_table is not None:
                     self.loss_table.load_state_dict(state["loss_table"])
+                if self.loss_log is not None and "loss_log_length" in state:
+                    self.loss_log.rewind(state["loss_log_length"])
             except (KeyError, ValueError, TypeError, IndexError) as error:
                 problem = f"is corrupt ({type(error).__name__}: {error})"
         if problem:

@@ -95,6 +95,22 @@ def test_checkpoint_state_round_trips_and_a_wrong_one_names_the_reset_flag():
         make_runtime("assistant").load_state_dict({k: v for k, v in state.items() if k != "assistant"})
 
 
+def test_a_resumed_run_logs_the_steps_after_its_checkpoint_once(tmp_path):
+    log = tmp_path / "losses.npy"
+    runtime = make_runtime("uniform", autoassist_uniform_keep_prob=1.0, autoassist_loss_log=str(log))
+    rng = np.random.default_rng(4)
+    train_epoch(runtime, 1, rng)
+    logged_at_checkpoint = len(list(read_loss_log(str(log))))  # one record per batch
+    state = runtime.state_dict(consumed_global_batches=logged_at_checkpoint)
+    train_epoch(runtime, 2, rng)  # trained past the checkpoint, then killed
+    resumed = make_runtime("uniform", autoassist_uniform_keep_prob=1.0, autoassist_loss_log=str(log))
+    resumed.load_state_dict(state)
+    assert len(list(read_loss_log(str(log)))) == logged_at_checkpoint
+    train_epoch(resumed, 2, rng)
+    ids = np.concatenate([ids for ids, _, _ in read_loss_log(str(log))])
+    assert np.bincount(ids, minlength=NUM_PAIRS).tolist() == [2] * NUM_PAIRS
+
+
 def test_the_progress_policy_teaches_the_assistant_its_own_label():
     runtime = make_runtime("progress", autoassist_base_prob=0.0)
     assert runtime.selector.loss_table is runtime.loss_table and runtime.loss_table.fresh_steps > 0
