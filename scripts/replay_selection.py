@@ -18,9 +18,10 @@ passes keep every pair first). The Boss is not simulated: every loss comes from 
 trained on every pair, so the figures say how well a rule *separates* pairs, not what it does to BLEU.
 
 Reported per pass: for each noise kind of ``--noise-ids`` (a ``noise.tsv``; every other pair is
-``clean``) the mean per-token loss and learning progress of the logged run and the share of its pairs
-labelled informative by the paper's label and by the learning-progress label; and, per rule, the
-kept share of each kind. Outputs OUT/replay_selection.json and OUT/replay_selection.md.
+``clean``), or each fifth of the pairs by logged loss in one pass (``--difficulty-groups-at``), the
+mean per-token loss and learning progress of the logged run and the share of its pairs labelled
+informative by the paper's label and by the learning-progress label; and, per rule, the kept share
+of each kind. Outputs OUT/replay_selection.json and OUT/replay_selection.md.
 """
 
 import argparse
@@ -76,6 +77,24 @@ def pair_kinds(num_pairs, noise_ids):
     if noise_ids:
         for line, kind in read_noise(noise_ids).items():
             kinds[line] = kind or "noisy"
+    return kinds
+
+
+def difficulty_kinds(num_pairs, loss_log, at_pass, groups=5):
+    """Kind name per pair: its fifth (``groups``) by logged loss in pass ``at_pass``, ``loss-q1`` the lowest;
+    ``unseen`` for a pair that pass did not train on."""
+    loss = np.full(num_pairs, np.nan)
+    for pass_index, ids, losses in logged_passes(loss_log):
+        if pass_index > at_pass:
+            break
+        if pass_index == at_pass:
+            loss[ids] = losses
+    seen = np.flatnonzero(np.isfinite(loss))
+    if not len(seen):
+        raise AutoAssistConfigError(f"--difficulty-groups-at {at_pass}: {loss_log} holds fewer passes")
+    kinds = np.full(num_pairs, "unseen", dtype=object)
+    for group, members in enumerate(np.array_split(seen[np.argsort(loss[seen], kind="stable")], groups), start=1):
+        kinds[members] = f"loss-q{group}"
     return kinds
 
 
@@ -175,7 +194,11 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="the prepared data-bin folder the run trained on")
     parser.add_argument("--loss-log", required=True, help="FILE written by --autoassist-loss-log in a keep-all run")
-    parser.add_argument("--noise-ids", help="noise.tsv of scripts/make_noisy_corpus.py (kinds of the corrupted pairs)")
+    kinds = parser.add_mutually_exclusive_group()
+    kinds.add_argument("--noise-ids", help="noise.tsv of scripts/make_noisy_corpus.py (kinds of the corrupted pairs)")
+    kinds.add_argument("--difficulty-groups-at", type=int, metavar="PASS",
+                       help="group the pairs into fifths by their logged loss in this pass (loss-q1: the lowest) "
+                       "instead of by noise kind")
     parser.add_argument("--source-lang", default="de")
     parser.add_argument("--target-lang", default="en")
     parser.add_argument("--rule", dest="rules", action="append", type=parse_rule, required=True,
@@ -191,9 +214,10 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         features = load_replay_features(args.data, args.loss_log, args.source_lang, args.target_lang)
+        kinds = (difficulty_kinds(len(features), args.loss_log, args.difficulty_groups_at)
+                 if args.difficulty_groups_at else pair_kinds(len(features), args.noise_ids))
     except AutoAssistConfigError as error:
         sys.exit(f"error: {error}")
-    kinds = pair_kinds(len(features), args.noise_ids)
     steps_per_pass = sum(1 for pass_index, _, _ in logged_passes(args.loss_log) if pass_index == 1)
     logger.info("describing the logged run (%d steps per pass)", steps_per_pass)
     names, counts = np.unique(kinds, return_counts=True)

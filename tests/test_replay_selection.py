@@ -5,9 +5,17 @@ import argparse
 import numpy as np
 import pytest
 
+from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import LossLog
 from fairseq_autoassist.raw_corpus import write_noise
-from scripts.replay_selection import describe_run, logged_passes, pair_kinds, parse_rule, replay_rule
+from scripts.replay_selection import (
+    describe_run,
+    difficulty_kinds,
+    logged_passes,
+    pair_kinds,
+    parse_rule,
+    replay_rule,
+)
 from tests.synthetic import random_features
 
 PASSES = 6
@@ -58,6 +66,17 @@ def test_the_new_rules_skip_both_learned_and_noisy_pairs_and_the_papers_rule_kee
     assert last["clean"] > 0.8
     assert last["misaligned"] < 0.3 and last["learned"] < 0.3
     assert kept_paper[PASSES]["misaligned"] > 2 * last["misaligned"]
+
+
+def test_pairs_are_grouped_into_fifths_by_their_loss_in_one_pass(planted_run):
+    _, log_path, _ = planted_run
+    # By pass 3 the learning pairs (0.7 ** 2 * 5.0 = 2.45) sit between the learned (0.5) and the noisy (6.0).
+    kinds = difficulty_kinds(600, log_path, at_pass=3)
+    assert set(kinds[240:480]) == {"loss-q1", "loss-q2"} and set(kinds[480:600]) == {"loss-q5"}
+    assert set(kinds[:240]) == {"loss-q3", "loss-q4"}
+    assert np.unique(kinds, return_counts=True)[1].tolist() == [120] * 5
+    with pytest.raises(AutoAssistConfigError, match="--difficulty-groups-at 7"):
+        difficulty_kinds(600, log_path, at_pass=PASSES + 1)
 
 
 def test_the_run_description_shows_each_kinds_loss_and_labels(planted_run):
