@@ -19,9 +19,9 @@ trained on every pair, so the figures say how well a rule *separates* pairs, not
 
 Reported per pass: for each noise kind of ``--noise-ids`` (a ``noise.tsv``; every other pair is
 ``clean``), or each fifth of the pairs by logged loss in one pass (``--difficulty-groups-at``), the
-mean per-token loss and learning progress of the logged run and the share of its pairs labelled
-informative by the paper's label and by the learning-progress label; and, per rule, the kept share
-of each kind. Outputs OUT/replay_selection.json and OUT/replay_selection.md.
+mean per-token loss and learning progress (and its spread over the pairs) of the logged run and the
+share of its pairs labelled informative by the paper's label and by the learning-progress label;
+and, per rule, the kept share of each kind. Outputs OUT/replay_selection.json and OUT/replay_selection.md.
 """
 
 import argparse
@@ -147,8 +147,15 @@ def describe_run(loss_log, kinds, loss_mean_decay, steps_per_pass):
         progress, progress_label = history.progress(ids), history.labels(ids)
         known = np.isfinite(progress_label)
         counter.add(pass_index, "progress", ids[known], progress[known])
+        counter.add(pass_index, "progress_squared", ids[known], progress[known] ** 2)
         counter.add(pass_index, "progress_label", ids[known], progress_label[known])
-    return {name: counter.means(name) for name in ("loss", "progress", "paper_label", "progress_label")}
+    run = {name: counter.means(name) for name in ("loss", "progress", "paper_label", "progress_label")}
+    # The spread of one visit's progress against its mean says whether a single pair's progress is measurable.
+    run["progress_spread"] = {
+        pass_index: {kind: float(np.sqrt(max(square - run["progress"][pass_index][kind] ** 2, 0.0)))
+                     for kind, square in squares.items()}
+        for pass_index, squares in counter.means("progress_squared").items()}
+    return run
 
 
 def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_per_pass):
@@ -177,6 +184,7 @@ def markdown(result):
     run = result["run"]
     tables = [("Mean per-token loss of the logged run", run["loss"]),
               ("Mean learning progress (relative loss fall since the previous visit)", run["progress"]),
+              ("Standard deviation of the learning progress over the pairs", run["progress_spread"]),
               ("Share labelled informative by the paper's label (loss above the running mean)", run["paper_label"]),
               ("Share labelled informative by the learning-progress label", run["progress_label"])]
     tables += [(f"Kept share under `{rule}`", kept) for rule, kept in result["rules"].items()]
