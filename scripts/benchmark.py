@@ -24,7 +24,8 @@ count; at the end the test BLEU (beam 5) of the best checkpoint. Derived figures
 of the same seed: time and tokens to reach the baseline's best validation BLEU, BLEU at the baseline's
 training time, time per update; at equal update counts, updates to the baseline's best, BLEU by 0.6 and
 0.8 of the budget, whether the arm beats the 0.8 budget-matched baseline (and an ARM@FRACTION the one of
-its own budget), and the baseline's plateau; mean and spread over seeds. Time figures are only meaningful from a run that had the machine to itself.
+its own budget), its updates against the budget frontier of the stock baselines, and the baseline's plateau;
+mean and spread over seeds. Time figures are only meaningful from a run that had the machine to itself.
 Outputs: OUT/results.json (every measurement), OUT/results.md (the tables and the command),
 OUT/bleu_vs_updates.png, OUT/bleu_vs_time.png, OUT/bleu_vs_tokens.png, OUT/kept_share.png (against updates).
 """
@@ -425,12 +426,37 @@ def beats(points, reach, reference, target, limit):
     return float(earlier or (bleu_at(points, limit, "updates") or 0.0) > reference_final)
 
 
+def budget_frontier(base, matched_runs, budget):
+    """``[(updates, BLEU)]`` of the stock runs of one seed that anneal fully at their budgets (the budget-matched
+    baselines and the full ``base``), in budget order: each run's budget and its best validation BLEU, as a
+    running maximum (a larger budget buys at least what a smaller one does)."""
+    runs = sorted(matched_runs, key=lambda run: arm_spec(run["arm"])["budget"]) + [base]
+    frontier, best = [], 0.0
+    for run in runs:
+        best = max(best, max(point["valid_bleu"] or 0.0 for point in run["validations"]))
+        frontier.append((arm_spec(run["arm"]).get("budget", 1.0) * budget, best))
+    return frontier
+
+
+def frontier_ratio(points, frontier):
+    """An arm's updates over those a stock baseline annealing at its budget would need for the arm's best
+    validation BLEU, interpolated between the budgets of ``frontier``; None where that BLEU lies outside it."""
+    best = max(point["valid_bleu"] or 0.0 for point in points)
+    for (updates_low, bleu_low), (updates_high, bleu_high) in zip(frontier, frontier[1:]):
+        if bleu_low <= best <= bleu_high:
+            share = (best - bleu_low) / max(bleu_high - bleu_low, 1e-9)
+            return points[-1]["updates"] / (updates_low + share * (updates_high - updates_low))
+    return None
+
+
 def update_figures(runs, budget):
     """Figures at equal update counts (the validations every ``--validate-interval-updates``), per arm
     against the baseline of the same seed: updates to the baseline's best validation BLEU as a ratio of
     the baseline's own; the best BLEU by 0.6 and 0.8 of the ``budget`` and by its end; the final validation
     loss; whether the arm beats the budget-matched baseline of 0.8 and, for an ``ARM@FRACTION``, the one of
-    its own budget (see ``beats``); and the baseline's gain over its last quarter (under 0.5: a plateau)."""
+    its own budget (see ``beats``); the arm's updates against the budget frontier of the stock baselines (see
+    ``frontier_ratio``; only where its best BLEU lies within it); and the baseline's gain over its last quarter
+    (under 0.5: a plateau)."""
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
     matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
                if budget_matched(run["arm"]) and run.get("validations")}
@@ -458,6 +484,11 @@ def update_figures(runs, budget):
                 reference = matched.get((run["seed"], fraction))
                 if reference is not None:
                     figures[key] = beats(points, reach, reference, target, fraction * budget)
+            if run is not base:
+                seed_matched = [matched_run for (seed, _), matched_run in matched.items() if seed == run["seed"]]
+                ratio = frontier_ratio(points, budget_frontier(base, seed_matched, budget)) if seed_matched else None
+                if ratio is not None:
+                    figures["frontier_ratio"] = ratio
         if run is base:
             figures["plateau_gain"] = target - (bleu_at(points, 0.75 * budget, "updates") or 0.0)
         per_arm.setdefault(run["arm"], []).append(figures)
@@ -468,17 +499,20 @@ def update_table(summary, budget):
     if not summary:
         return ""
     lines = ["", f"At equal update counts (budget {budget} updates; mean over seeds; a budget-matched baseline "
-             "trains for its fraction of the budget with a cosine schedule that reaches 0 there):", "",
+             "trains for its fraction of the budget with a cosine schedule that reaches 0 there). The budget "
+             "frontier: the updates a stock baseline annealing at that budget needs for the arm's best BLEU, "
+             "interpolated between the budget-matched and the full baselines of its seed; the arm's updates over "
+             "those (under 1: it saves updates; - where its best lies outside the frontier):", "",
              "| arm | updates to baseline best (ratio) | BLEU by 0.6 | by 0.8 | by the end | final valid loss "
              "| beats the 0.8 budget baseline (share of seeds) | beats the baseline of its own budget "
-             "| baseline gain in the last quarter |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| updates against the baselines' budget frontier | baseline gain in the last quarter |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for arm in in_table_order(summary):
         s = summary[arm]
         lines.append(f"| {arm} | {cell(s['update_ratio'])} | {cell(s['bleu_by_0.6'])} | {cell(s['bleu_by_0.8'])} | "
                      f"{cell(s['bleu_by_end'])} | {cell(s['final_valid_loss'], 3)} | "
                      f"{cell(s.get('beats_budget_0.8'))} | {cell(s.get('beats_same_budget'))} | "
-                     f"{cell(s.get('plateau_gain'))} |")
+                     f"{cell(s.get('frontier_ratio'))} | {cell(s.get('plateau_gain'))} |")
     return "\n".join(lines) + "\n"
 
 

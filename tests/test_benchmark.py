@@ -151,8 +151,11 @@ def test_figures_at_equal_updates_compare_with_the_budget_matched_baseline():
     assert summary["baseline"]["plateau_gain"]["mean"] == pytest.approx(1.0)
     table = benchmark.update_table(summary, 400)
     assert "| assistant | 0.62 |" in table
+    # uniform's best, 28, lies between the 0.8 baseline's 26 (at 320 updates) and the full one's 30 (400): a stock
+    # baseline annealing at 360 updates would reach it, and uniform took 400.
+    assert summary["uniform"]["frontier_ratio"]["mean"] == pytest.approx(400 / 360)
     # Not reached is said as such; a figure that does not apply to the arm (the plateau) is left empty.
-    assert "| uniform | not reached |" in table and table.splitlines()[-1].endswith("| 0.00 | - | - |")
+    assert "| uniform | not reached |" in table and table.splitlines()[-1].endswith("| 0.00 | - | 1.11 | - |")
     assert "plateau_gain" not in summary["uniform"] and "beats_budget_0.8" not in summary["baseline-cosine-0.8"]
     assert "beats_same_budget" not in summary["assistant"]
 
@@ -172,8 +175,26 @@ def test_a_rule_at_a_smaller_budget_is_judged_against_the_baseline_of_that_budge
     # Without a 0.8 baseline among the runs that figure does not apply; nor does the comparison to itself.
     assert "beats_budget_0.8" not in summary["assistant@0.6"]
     assert "beats_same_budget" not in summary["baseline-cosine-0.6"]
-    assert "| assistant@0.6 | not reached | 28.00 | 28.00 | 28.00 | 4.000 | - | 1.00 | - |" in \
+    assert "| assistant@0.6 | not reached | 28.00 | 28.00 | 28.00 | 4.000 | - | 1.00 | 0.82 | - |" in \
         benchmark.update_table(summary, 400)
+
+
+def test_an_arm_is_placed_on_the_budget_frontier_of_the_stock_baselines():
+    runs = [
+        {"arm": "baseline", "seed": 1, "validations": points((200, 25), (400, 30))},
+        {"arm": "baseline-cosine-0.6", "seed": 1, "validations": points((200, 23), (240, 24))},
+        {"arm": "baseline-cosine-0.8", "seed": 1, "validations": points((200, 23), (320, 28))},
+        # Best 26 at a budget of 240: a stock baseline would need 240 + (26 - 24) / (28 - 24) * 80 = 280 updates.
+        {"arm": "assistant@0.6", "seed": 1, "validations": points((200, 26), (240, 25))},
+        # Below the smallest baseline, and above the full one: off the frontier.
+        {"arm": "uniform@0.6", "seed": 1, "validations": points((240, 23))},
+        {"arm": "keep-all", "seed": 1, "validations": points((400, 31))},
+    ]
+    assert benchmark.budget_frontier(runs[0], runs[1:3], 400) == [(240, 24), (320, 28), (400, 30)]
+    summary = benchmark.update_figures(runs, budget=400)
+    assert summary["assistant@0.6"]["frontier_ratio"]["mean"] == pytest.approx(240 / 280)
+    assert "frontier_ratio" not in summary["uniform@0.6"] and "frontier_ratio" not in summary["keep-all"]
+    assert "frontier_ratio" not in summary["baseline"] and "frontier_ratio" not in summary["baseline-cosine-0.8"]
 
 
 def test_every_arm_of_every_preset_is_a_valid_arm_argument():
