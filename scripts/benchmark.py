@@ -248,6 +248,11 @@ def first_reaching(rows, key, bleu):
     return None
 
 
+def best_bleu(rows):
+    """The best validation BLEU of ``rows``, 0 where none scored."""
+    return max(row["valid_bleu"] or 0.0 for row in rows)
+
+
 def bleu_at(rows, limit, key="train_seconds"):
     """The best validation BLEU of ``rows`` whose ``key`` is at most ``limit``."""
     reached = [row["valid_bleu"] for row in rows if row[key] <= limit + 1e-9 and row["valid_bleu"] is not None]
@@ -348,7 +353,7 @@ def derive(runs, bleu_levels=()):
         base = baselines.get(run["seed"])
         if base is None or not base["epochs"] or not run["epochs"]:
             continue
-        target = max(row["valid_bleu"] or 0.0 for row in base["epochs"])
+        target = best_bleu(base["epochs"])
         if target <= 0:
             # A baseline that never scored gives no target: time-to-BLEU is undefined, not 1.
             target = float("inf")
@@ -362,7 +367,7 @@ def derive(runs, bleu_levels=()):
             "bleu_at_60pct_baseline_time": bleu_at(run["epochs"], 0.6 * base_last["train_seconds"]),
             "seconds_per_update_ratio": _ratio(last["train_seconds"] / max(last["updates"], 1),
                                                base_last["train_seconds"] / max(base_last["updates"], 1)),
-            "best_valid_bleu": max(row["valid_bleu"] or 0.0 for row in run["epochs"]),
+            "best_valid_bleu": best_bleu(run["epochs"]),
             "test_bleu": run["test_bleu"],
         }
         if last.get("selection_cpu_share") is not None:
@@ -433,7 +438,7 @@ def budget_frontier(base, matched_runs, budget):
     runs = sorted(matched_runs, key=lambda run: arm_spec(run["arm"])["budget"]) + [base]
     frontier, best = [], 0.0
     for run in runs:
-        best = max(best, max(point["valid_bleu"] or 0.0 for point in run["validations"]))
+        best = max(best, best_bleu(run["validations"]))
         frontier.append((arm_spec(run["arm"]).get("budget", 1.0) * budget, best))
     return frontier
 
@@ -441,7 +446,7 @@ def budget_frontier(base, matched_runs, budget):
 def frontier_ratio(points, frontier):
     """An arm's updates over those a stock baseline annealing at its budget would need for the arm's best
     validation BLEU, interpolated between the budgets of ``frontier``; None where that BLEU lies outside it."""
-    best = max(point["valid_bleu"] or 0.0 for point in points)
+    best = best_bleu(points)
     for (updates_low, bleu_low), (updates_high, bleu_high) in zip(frontier, frontier[1:]):
         if bleu_low <= best <= bleu_high:
             share = (best - bleu_low) / max(bleu_high - bleu_low, 1e-9)
@@ -460,13 +465,18 @@ def update_figures(runs, budget):
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
     matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
                if budget_matched(run["arm"]) and run.get("validations")}
+    matched_by_seed = {}
+    for (seed, _), run in matched.items():
+        matched_by_seed.setdefault(seed, []).append(run)
+    frontiers = {seed: budget_frontier(baselines[seed], seed_runs, budget)
+                 for seed, seed_runs in matched_by_seed.items() if baselines.get(seed, {}).get("validations")}
     per_arm = {}
     for run in runs:
         base = baselines.get(run["seed"])
         if base is None or not base.get("validations") or not run.get("validations"):
             continue
         points, base_points = run["validations"], base["validations"]
-        target = max(point["valid_bleu"] or 0.0 for point in base_points)
+        target = best_bleu(base_points)
         reach = first_reaching(points, "updates", target)
         figures = {
             "update_ratio": _ratio(reach, first_reaching(base_points, "updates", target)),
@@ -484,11 +494,10 @@ def update_figures(runs, budget):
                 reference = matched.get((run["seed"], fraction))
                 if reference is not None:
                     figures[key] = beats(points, reach, reference, target, fraction * budget)
-            if run is not base:
-                seed_matched = [matched_run for (seed, _), matched_run in matched.items() if seed == run["seed"]]
-                ratio = frontier_ratio(points, budget_frontier(base, seed_matched, budget)) if seed_matched else None
-                if ratio is not None:
-                    figures["frontier_ratio"] = ratio
+            frontier = frontiers.get(run["seed"]) if run is not base else None
+            ratio = frontier_ratio(points, frontier) if frontier else None
+            if ratio is not None:
+                figures["frontier_ratio"] = ratio
         if run is base:
             figures["plateau_gain"] = target - (bleu_at(points, 0.75 * budget, "updates") or 0.0)
         per_arm.setdefault(run["arm"], []).append(figures)
