@@ -153,9 +153,11 @@ def test_figures_at_equal_updates_compare_with_the_budget_matched_baseline():
     assert "| assistant | 0.62 |" in table
     # uniform's best, 28, lies between the 0.8 baseline's 26 (at 320 updates) and the full one's 30 (400): a stock
     # baseline annealing at 360 updates would reach it, and uniform took 400.
-    assert summary["uniform"]["frontier_ratio"]["mean"] == pytest.approx(400 / 360)
-    # Not reached is said as such; a figure that does not apply to the arm (the plateau) is left empty.
-    assert "| uniform | not reached |" in table and table.splitlines()[-1].endswith("| 0.00 | - | 1.11 | - |")
+    assert summary["uniform"]["frontier_ratio_valid_bleu"]["mean"] == pytest.approx(400 / 360)
+    # Not reached is said as such; a figure that does not apply to the arm (the plateau, the test BLEU frontier
+    # of runs without test BLEU) is left empty. Every validation loss is 4.0: the 0.8 baseline's budget has it.
+    assert "| uniform | not reached |" in table
+    assert table.splitlines()[-1].endswith("| 0.00 | - | 1.11 | 1.25 | - | - |")
     assert "plateau_gain" not in summary["uniform"] and "beats_budget_0.8" not in summary["baseline-cosine-0.8"]
     assert "beats_same_budget" not in summary["assistant"]
 
@@ -175,26 +177,44 @@ def test_a_rule_at_a_smaller_budget_is_judged_against_the_baseline_of_that_budge
     # Without a 0.8 baseline among the runs that figure does not apply; nor does the comparison to itself.
     assert "beats_budget_0.8" not in summary["assistant@0.6"]
     assert "beats_same_budget" not in summary["baseline-cosine-0.6"]
-    assert "| assistant@0.6 | not reached | 28.00 | 28.00 | 28.00 | 4.000 | - | 1.00 | 0.82 | - |" in \
+    assert "| assistant@0.6 | not reached | 28.00 | 28.00 | 28.00 | 4.000 | - | 1.00 | 0.82 | 1.00 | - | - |" in \
         benchmark.update_table(summary, 400)
+
+
+def scored(arm, test_bleu, *triples):
+    """A run of ``arm`` with its test BLEU and validations ``(updates, valid_loss, valid_bleu)``."""
+    return {"arm": arm, "seed": 1, "test_bleu": test_bleu,
+            "validations": [{"updates": u, "valid_loss": loss, "valid_bleu": b} for u, loss, b in triples]}
 
 
 def test_an_arm_is_placed_on_the_budget_frontier_of_the_stock_baselines():
     runs = [
-        {"arm": "baseline", "seed": 1, "validations": points((200, 25), (400, 30))},
-        {"arm": "baseline-cosine-0.6", "seed": 1, "validations": points((200, 23), (240, 24))},
-        {"arm": "baseline-cosine-0.8", "seed": 1, "validations": points((200, 23), (320, 28))},
+        scored("baseline", 40, (200, 4.5, 25), (400, 3.8, 30)),
+        scored("baseline-cosine-0.6", 36, (200, 4.4, 23), (240, 4.2, 24)),
+        scored("baseline-cosine-0.8", 38, (200, 4.4, 23), (320, 4.0, 28)),
         # Best 26 at a budget of 240: a stock baseline would need 240 + (26 - 24) / (28 - 24) * 80 = 280 updates.
-        {"arm": "assistant@0.6", "seed": 1, "validations": points((200, 26), (240, 25))},
-        # Below the smallest baseline, and above the full one: off the frontier.
-        {"arm": "uniform@0.6", "seed": 1, "validations": points((240, 23))},
-        {"arm": "keep-all", "seed": 1, "validations": points((400, 31))},
+        # Its lowest loss, 4.1, lies halfway from the 0.6 baseline's to the 0.8 one's (280 updates again); its
+        # test BLEU, 39, halfway from the 0.8 baseline's to the full one's: 360 updates.
+        scored("assistant@0.6", 39, (200, 4.1, 26), (240, 4.15, 25)),
+        # Below the smallest baseline, and above the full one: off the frontier, on each measure.
+        scored("uniform@0.6", 35, (240, 4.3, 23)),
+        scored("keep-all", 41, (400, 3.7, 31)),
     ]
     assert benchmark.budget_frontier(runs[0], runs[1:3], 400) == [(240, 24), (320, 28), (400, 30)]
+    loss = benchmark.FRONTIER_MEASURES["valid_loss"]
+    assert benchmark.budget_frontier(runs[0], runs[1:3], 400, loss) == [(240, -4.2), (320, -4.0), (400, -3.8)]
     summary = benchmark.update_figures(runs, budget=400)
-    assert summary["assistant@0.6"]["frontier_ratio"]["mean"] == pytest.approx(240 / 280)
-    assert "frontier_ratio" not in summary["uniform@0.6"] and "frontier_ratio" not in summary["keep-all"]
-    assert "frontier_ratio" not in summary["baseline"] and "frontier_ratio" not in summary["baseline-cosine-0.8"]
+    assert summary["assistant@0.6"]["frontier_ratio_valid_bleu"]["mean"] == pytest.approx(240 / 280)
+    assert summary["assistant@0.6"]["frontier_ratio_valid_loss"]["mean"] == pytest.approx(240 / 280)
+    assert summary["assistant@0.6"]["frontier_ratio_test_bleu"]["mean"] == pytest.approx(240 / 360)
+    for measure in benchmark.FRONTIER_MEASURES:
+        key = f"frontier_ratio_{measure}"
+        assert key not in summary["uniform@0.6"] and key not in summary["keep-all"]
+        assert key not in summary["baseline"] and key not in summary["baseline-cosine-0.8"]
+    # A baseline without a test BLEU gives no test BLEU frontier.
+    runs[1] = dict(runs[1], test_bleu=None)
+    assert benchmark.budget_frontier(runs[0], runs[1:3], 400, benchmark.FRONTIER_MEASURES["test_bleu"]) is None
+    assert "frontier_ratio_test_bleu" not in benchmark.update_figures(runs, budget=400)["assistant@0.6"]
 
 
 def test_every_arm_of_every_preset_is_a_valid_arm_argument():
