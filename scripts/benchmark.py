@@ -69,8 +69,9 @@ ARMS = {
     # The plugin's iterator without selection: batches rebuilt from a fresh shuffle every pass, as in every
     # selecting arm (the stock task fixes them once). Separates what the iterator does from what selection does.
     # ``loss_log``: records every step's per-pair losses in the run's losses.npy, for screening rules offline
-    # with scripts/replay_selection.py.
-    "keep-all": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "1.0"], "loss_log": True},
+    # with scripts/replay_selection.py. (Runs before the keep-all policy existed used uniform at keep probability
+    # 1.0, which forms the same batches: tests/test_batch_stream.py.)
+    "keep-all": {"policy": "keep-all", "loss_log": True},
     "spl": {"policy": "spl"},
     "progress": {"policy": "progress"},  # the learning-progress hybrid, the paper's keep floor 0.5
     "loss-percentile": {"policy": "loss-percentile"},  # Selective Backprop, keeping about half the pairs

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Replay a training run's recorded losses through Assistants of several settings and score them.
 
-    python scripts/train_multi30k.py --policy uniform --save-dir runs/losslog ... \
-        -- --autoassist-uniform-keep-prob 1.0 --autoassist-loss-log runs/losslog/losses.npy
+    python scripts/train_multi30k.py --policy keep-all --save-dir runs/losslog ... \
+        -- --autoassist-loss-log runs/losslog/losses.npy
     python scripts/replay_assistant.py --data data-bin/multi30k.de-en --loss-log runs/losslog/losses.npy \
         --out docs/results/assistant-replay-multi30k
 

@@ -1,10 +1,9 @@
 #!/usr/bin/env python
 """Replay a keep-all run's recorded losses through selection rules and report which pairs each keeps.
 
-    python scripts/train_multi30k.py --data data-bin/multi30k-noisy30.de-en --policy uniform \
+    python scripts/train_multi30k.py --data data-bin/multi30k-noisy30.de-en --policy keep-all \
         --save-dir runs/noisy-losslog --arch small --max-epoch 8 --max-tokens 2048 --lr 2e-3 \
-        --warmup-updates 300 --no-eval-bleu -- --autoassist-uniform-keep-prob 1.0 \
-        --autoassist-loss-log runs/noisy-losslog/losses.npy
+        --warmup-updates 300 --no-eval-bleu -- --autoassist-loss-log runs/noisy-losslog/losses.npy
     python scripts/replay_selection.py --data data-bin/multi30k-noisy30.de-en \
         --loss-log runs/noisy-losslog/losses.npy --noise-ids data/multi30k-noisy30/noise.tsv \
         --rule assistant --rule progress:base_prob=0.1 --out docs/results/benchmark-multi30k-noisy/replay

@@ -17,13 +17,15 @@ import sys
 
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.recipes import ARCHITECTURES, ROOT, recipe, require_prepared, run_logged
+from fairseq_autoassist.selection.policies import policy_names
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=os.path.join(ROOT, "data-bin", "multi30k.de-en"), help="prepared data-bin folder")
     parser.add_argument("--save-dir", required=True, help="checkpoints and train.log go here")
-    parser.add_argument("--policy", default="assistant", help="--autoassist-policy: assistant, uniform or none")
+    parser.add_argument("--policy", default="assistant", choices=policy_names(),
+                        help="--autoassist-policy (python -m fairseq_autoassist lists what each does)")
     parser.add_argument("--arch", default="base", choices=sorted(ARCHITECTURES), help="model size")
     parser.add_argument("--max-epoch", type=int, default=10)
     parser.add_argument("--max-update", type=int, default=0)

@@ -5,7 +5,7 @@ import functools
 import numpy as np
 
 from fairseq_autoassist.data import ShrinkingBatchStream
-from fairseq_autoassist.selection import draw_keep_mask
+from fairseq_autoassist.selection import SelectionOptions, SelectionSchedule, Selector, draw_keep_mask
 
 from .synthetic import padded_token_budget_batches
 
@@ -181,3 +181,16 @@ def test_a_selector_that_keeps_nothing_still_yields_a_batch_per_rank():
                                       min_batches_per_epoch=4)
     batches = run_epoch(four_ranks, 1)
     assert len(batches) == 4 and all(len(batch) > 0 for batch in batches)
+
+
+def test_keep_all_rebuilds_batches_every_pass_exactly_as_uniform_at_keep_probability_one():
+    def epochs(options):
+        stream = make_stream(Selector(options, SelectionSchedule(warmup_epochs=0), seed=1).select)
+        return [[batch.tolist() for batch in run_epoch(stream, epoch)] for epoch in (1, 2, 3)]
+
+    keep_all = epochs(SelectionOptions(policy="keep-all"))
+    assert keep_all == epochs(SelectionOptions(policy="uniform", uniform_keep_prob=1.0))
+    for batches in keep_all:
+        assert sorted(pair for batch in batches for pair in batch) == list(range(NUM_PAIRS))
+    # A fresh shuffle every pass: the second pass's batches are not the first's in another order.
+    assert sorted(map(sorted, keep_all[0])) != sorted(map(sorted, keep_all[1]))

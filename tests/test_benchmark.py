@@ -309,7 +309,7 @@ def test_only_the_keep_all_arm_records_its_losses_in_its_run_folder(tmp_path):
 
     keep_all = args("keep-all")
     assert keep_all[keep_all.index("--autoassist-loss-log") + 1] == str(tmp_path / "keep-all" / "losses.npy")
-    assert keep_all[keep_all.index("--autoassist-uniform-keep-prob") + 1] == "1.0"
+    assert keep_all[keep_all.index("--autoassist-policy") + 1] == "keep-all"
     assert "--autoassist-loss-log" not in args("uniform") and "--autoassist-loss-log" not in args("baseline")
 
 

@@ -97,13 +97,13 @@ def test_checkpoint_state_round_trips_and_a_wrong_one_names_the_reset_flag():
 
 def test_a_resumed_run_logs_the_steps_after_its_checkpoint_once(tmp_path):
     log = tmp_path / "losses.npy"
-    runtime = make_runtime("uniform", autoassist_uniform_keep_prob=1.0, autoassist_loss_log=str(log))
+    runtime = make_runtime("keep-all", autoassist_loss_log=str(log))
     rng = np.random.default_rng(4)
     train_epoch(runtime, 1, rng)
     logged_at_checkpoint = len(list(read_loss_log(str(log))))  # one record per batch
     state = runtime.state_dict(consumed_global_batches=logged_at_checkpoint)
     train_epoch(runtime, 2, rng)  # trained past the checkpoint, then killed
-    resumed = make_runtime("uniform", autoassist_uniform_keep_prob=1.0, autoassist_loss_log=str(log))
+    resumed = make_runtime("keep-all", autoassist_loss_log=str(log))
     resumed.load_state_dict(state)
     assert len(list(read_loss_log(str(log)))) == logged_at_checkpoint
     train_epoch(resumed, 2, rng)

@@ -91,6 +91,10 @@ def _own_label_or_assistant(selector, indices, progress):
     return np.where(np.isfinite(own), from_own, predicted)
 
 
+def _every_pair(selector, indices, progress):
+    return None
+
+
 def _infobatch(selector, indices, progress):
     options, table = selector.options, selector.loss_table
     if progress is not None and progress >= options.infobatch_delta:
@@ -142,6 +146,8 @@ POLICIES = {
                paced=True),
         Policy("competence", "competence-based curriculum (Platanios et al., 2019): the pairs of rarest source "
                "sentences open last, on a square-root schedule", _competence, needs_difficulty=True, paced=True),
+        Policy("keep-all", "every pair, through the plugin's iterator: batches rebuilt from a fresh shuffle every "
+               "pass and packed by padded length (the stock task fixes them once)", _every_pair),
         Policy("none", "every pair, exactly like --task translation"),
     )
 }
