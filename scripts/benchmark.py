@@ -529,7 +529,8 @@ def update_table(summary, budget):
              "frontier: the updates a stock baseline annealing at that budget needs for the arm's best "
              "validation BLEU, its lowest validation loss or its test BLEU, interpolated between the budget-matched "
              "and the full baselines of its seed; the arm's updates over those (under 1: it saves updates; - where "
-             "the arm's figure lies outside the frontier):", "",
+             "the arm's figure lies outside the frontier: below the smallest budget's, no saving, or above the "
+             "full baseline's):", "",
              "| arm | updates to baseline best (ratio) | BLEU by 0.6 | by 0.8 | by the end | final valid loss "
              "| beats the 0.8 budget baseline (share of seeds) | beats the baseline of its own budget "
              "| updates against the baselines' budget frontier, by best valid BLEU | by lowest valid loss "
