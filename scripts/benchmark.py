@@ -103,12 +103,13 @@ PRESETS = {
     # (under 0.5): a plateau within about an hour needs a schedule that decays, for every arm alike. Under such
     # a schedule a rule saves time only by ending earlier, so the rules train at 0.6 of the budget (RULE@0.6),
     # against the baseline of that budget; keep-all (the plugin's iterator without selection) at both budgets.
-    # The rules were screened at @0.6 on seed 1; the best one is added by --arms; baseline-inverse-sqrt ran
-    # once, for seed 1 (--report gathers every run).
+    # The rules were screened at @0.6 on seed 1; the best, learnable, runs with its random control at its kept
+    # share (uniform-0.85); baseline-inverse-sqrt ran once, for seed 1 (--report gathers every run).
     "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
                           lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[30, 35, 38], validate_interval_updates=500,
                           arms=["baseline", "baseline-cosine-0.6", "baseline-cosine-0.8", "keep-all", "keep-all@0.6",
-                                "assistant@0.6", "uniform@0.6", "infobatch@0.6"]),
+                                "assistant@0.6", "uniform@0.6", "infobatch@0.6", "learnable@0.6",
+                                "uniform-0.85@0.6"]),
     # A noisy copy of Multi30K (30% of the training pairs corrupted; --data must be prepared from
     # scripts/make_noisy_corpus.py's output and hold its noise.tsv): the quick preset's model for about six
     # baseline epochs, validated every 200 updates; every AutoAssist arm logs the kept share of corrupted
