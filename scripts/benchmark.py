@@ -402,13 +402,13 @@ def summarize(per_arm):
     return summary
 
 
-def cell(stat, digits=2):
+def cell(stat, digits=2, unreached="not reached"):
     """A table cell: mean (± half the range over seeds), the seeds that reached it, "-" where the figure
-    does not apply to the arm (``stat`` None)."""
+    does not apply to the arm (``stat`` None), ``unreached`` where no seed reached it."""
     if stat is None:
         return "-"
     if stat["mean"] is None:
-        return "not reached"
+        return unreached
     text = f"{stat['mean']:.{digits}f}"
     if stat["seeds"] > 1:
         text += f" ± {stat['spread'] / 2:.{digits}f}"
@@ -475,7 +475,8 @@ def update_figures(runs, budget):
     the baseline's own; the best BLEU by 0.6 and 0.8 of the ``budget`` and by its end; the final validation
     loss; whether the arm beats the budget-matched baseline of 0.8 and, for an ``ARM@FRACTION``, the one of
     its own budget (see ``beats``); the arm's updates against the budget frontier of the stock baselines on each
-    of FRONTIER_MEASURES (see ``frontier_ratio``; only where the arm's score lies within it); and the
+    of FRONTIER_MEASURES (see ``frontier_ratio``; not reached where the arm's score lies below it, absent where
+    above it); and the
     baseline's gain over its last quarter (under 0.5: a plateau)."""
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
     matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
@@ -513,9 +514,10 @@ def update_figures(runs, budget):
             for measure, score in FRONTIER_MEASURES.items():
                 frontier = frontiers.get((run["seed"], measure)) if run is not base else None
                 value = score(run) if frontier else None
-                ratio = frontier_ratio(points[-1]["updates"], value, frontier) if value is not None else None
-                if ratio is not None:
-                    figures[f"frontier_ratio_{measure}"] = ratio
+                # Above the full baseline's figure the frontier cannot say how many updates a stock run would
+                # need; below its smallest budget's the arm saves nothing, and that seed counts as not reached.
+                if value is not None and value <= frontier[-1][1]:
+                    figures[f"frontier_ratio_{measure}"] = frontier_ratio(points[-1]["updates"], value, frontier)
         if run is base:
             figures["plateau_gain"] = target - (bleu_at(points, 0.75 * budget, "updates") or 0.0)
         per_arm.setdefault(run["arm"], []).append(figures)
@@ -530,8 +532,9 @@ def update_table(summary, budget):
              "frontier: the updates a stock baseline annealing at that budget needs for the arm's best "
              "validation BLEU, its lowest validation loss or its test BLEU, interpolated between the budget-matched "
              "and the full baselines of its seed; the arm's updates over those (under 1: it saves updates; - where "
-             "the arm's figure lies outside the frontier: below the smallest budget's, no saving, or above the "
-             "full baseline's):", "",
+             "the arm's figure lies above the full baseline's, beyond what the frontier can measure; \"no saving\" "
+             "where it lies below the smallest budget's in every seed, and (k/n seeds) where it lies within the "
+             "frontier in only k of them):", "",
              "| arm | updates to baseline best (ratio) | BLEU by 0.6 | by 0.8 | by the end | final valid loss "
              "| beats the 0.8 budget baseline (share of seeds) | beats the baseline of its own budget "
              "| updates against the baselines' budget frontier, by best valid BLEU | by lowest valid loss "
@@ -542,8 +545,9 @@ def update_table(summary, budget):
         lines.append(f"| {arm} | {cell(s['update_ratio'])} | {cell(s['bleu_by_0.6'])} | {cell(s['bleu_by_0.8'])} | "
                      f"{cell(s['bleu_by_end'])} | {cell(s['final_valid_loss'], 3)} | "
                      f"{cell(s.get('beats_budget_0.8'))} | {cell(s.get('beats_same_budget'))} | "
-                     f"{cell(s.get('frontier_ratio_valid_bleu'))} | {cell(s.get('frontier_ratio_valid_loss'))} | "
-                     f"{cell(s.get('frontier_ratio_test_bleu'))} | {cell(s.get('plateau_gain'))} |")
+                     + "".join(f"{cell(s.get(f'frontier_ratio_{measure}'), unreached='no saving')} | "
+                               for measure in FRONTIER_MEASURES)
+                     + f"{cell(s.get('plateau_gain'))} |")
     return "\n".join(lines) + "\n"
 
 

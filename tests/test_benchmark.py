@@ -196,7 +196,7 @@ def test_an_arm_is_placed_on_the_budget_frontier_of_the_stock_baselines():
         # Its lowest loss, 4.1, lies halfway from the 0.6 baseline's to the 0.8 one's (280 updates again); its
         # test BLEU, 39, halfway from the 0.8 baseline's to the full one's: 360 updates.
         scored("assistant@0.6", 39, (200, 4.1, 26), (240, 4.15, 25)),
-        # Below the smallest baseline, and above the full one: off the frontier, on each measure.
+        # Below the smallest baseline on each measure: no saving. Above the full one: beyond the frontier.
         scored("uniform@0.6", 35, (240, 4.3, 23)),
         scored("keep-all", 41, (400, 3.7, 31)),
     ]
@@ -209,8 +209,17 @@ def test_an_arm_is_placed_on_the_budget_frontier_of_the_stock_baselines():
     assert summary["assistant@0.6"]["frontier_ratio_test_bleu"]["mean"] == pytest.approx(240 / 360)
     for measure in benchmark.FRONTIER_MEASURES:
         key = f"frontier_ratio_{measure}"
-        assert key not in summary["uniform@0.6"] and key not in summary["keep-all"]
+        assert summary["uniform@0.6"][key] == {"mean": None, "spread": 0.0, "reached": 0, "seeds": 1}
+        assert key not in summary["keep-all"]
         assert key not in summary["baseline"] and key not in summary["baseline-cosine-0.8"]
+    table = benchmark.update_table(summary, 400)
+    assert "| no saving | no saving | no saving | - |" in next(line for line in table.splitlines()
+                                                           if line.startswith("| uniform@0.6 |"))
+    # A seed below the frontier is not left out of the mean's count: the cell says it did not save.
+    second_seed = [dict(run, seed=2) for run in runs[:3]] + [scored("assistant@0.6", 35, (240, 4.3, 23))]
+    second_seed[-1]["seed"] = 2
+    summary = benchmark.update_figures(runs + second_seed, budget=400)
+    assert benchmark.cell(summary["assistant@0.6"]["frontier_ratio_valid_bleu"]) == "0.86 ± 0.00 (1/2 seeds)"
     # A baseline without a test BLEU gives no test BLEU frontier.
     runs[1] = dict(runs[1], test_bleu=None)
     assert benchmark.budget_frontier(runs[0], runs[1:3], 400, benchmark.FRONTIER_MEASURES["test_bleu"]) is None
