@@ -476,8 +476,7 @@ def update_figures(runs, budget):
     loss; whether the arm beats the budget-matched baseline of 0.8 and, for an ``ARM@FRACTION``, the one of
     its own budget (see ``beats``); the arm's updates against the budget frontier of the stock baselines on each
     of FRONTIER_MEASURES (see ``frontier_ratio``; not reached where the arm's score lies below it, absent where
-    above it); and the
-    baseline's gain over its last quarter (under 0.5: a plateau)."""
+    above it); and the baseline's gain over its last quarter (under 0.5: a plateau)."""
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline"}
     matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
                if budget_matched(run["arm"]) and run.get("validations")}
