@@ -216,8 +216,7 @@ def test_an_arm_is_placed_on_the_budget_frontier_of_the_stock_baselines():
     assert "| no saving | no saving | no saving | - |" in next(line for line in table.splitlines()
                                                            if line.startswith("| uniform@0.6 |"))
     # A seed below the frontier is not left out of the mean's count: the cell says it did not save.
-    second_seed = [dict(run, seed=2) for run in runs[:3]] + [scored("assistant@0.6", 35, (240, 4.3, 23))]
-    second_seed[-1]["seed"] = 2
+    second_seed = [dict(run, seed=2) for run in runs[:3] + [scored("assistant@0.6", 35, (240, 4.3, 23))]]
     summary = benchmark.update_figures(runs + second_seed, budget=400)
     assert benchmark.cell(summary["assistant@0.6"]["frontier_ratio_valid_bleu"]) == "0.86 ± 0.00 (1/2 seeds)"
     # A baseline without a test BLEU gives no test BLEU frontier.
