@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Optional
 
 from .assistant import AssistantConfig
+from .data.packing import PACKINGS
 from .errors import AutoAssistConfigError
 from .option_fields import option, option_fields, value_problem
 from .selection import SelectionOptions, SelectionSchedule
@@ -27,10 +28,16 @@ class RuntimeOptions:
     """How the selection is run: chunking, the Assistant's worker, diagnostics and resume."""
 
     refresh_updates: int = option(
-        50, "rescore and reselect pairs every this many (full-size) batches, so no pair is selected with "
-        "Assistant parameters older than about this many updates; 0 selects once per pass. A chunk's partly "
-        "filled last batch is carried into the next chunk, so every batch is full but one per pass",
+        50, "rescore and reselect pairs every this many updates (of --update-freq full-size batches on every "
+        "rank), so no pair is selected with Assistant parameters older than about this many updates; 0 selects "
+        "once per pass. A chunk's partly filled last batch is carried into the next chunk, so every batch is full "
+        "but one per pass",
         minimum=0)
+    packing: str = option(
+        "padded-length", "how a chunk's kept pairs are sorted before fairseq's batch_by_size cuts them into batches: "
+        "padded-length (by max(source, target) length; each batch holds pairs of one padded size) or source-target "
+        "(fairseq's own order, by source and then target length, as the stock task batches); see "
+        "fairseq_autoassist/data/packing.py", choices=lambda: PACKINGS)
     sync: bool = option(
         False, "update the Assistant in the training thread (deterministic, for tests and debugging) instead "
         "of a background worker")

@@ -1,5 +1,5 @@
-"""What the scripts share: the training recipe, model sizes, prepared folders, logged commands and a
-synthetic corpus (no fairseq import).
+"""What the scripts share: the training recipe, model sizes, an in-process trainer, prepared folders, logged
+commands and a synthetic corpus (no fairseq import at module level).
 
 ``scripts/train_multi30k.py``, ``scripts/benchmark.py``, ``scripts/benchmark_overhead.py`` and the
 tests build their ``fairseq-train`` arguments with ``recipe``; ``configs/multi30k.yaml`` is the same
@@ -111,6 +111,23 @@ def wmt_recipe(data, save_dir, policy, size="wmt", max_update=100000, seed=1, lr
         "--max-update", str(max_update), "--seed", str(seed), "--save-dir", str(save_dir),
         "--keep-last-epochs", "5", "--log-format", "simple", "--log-interval", "100", "--num-workers", "0",
     ] + (["--fp16"] if spec["gpu"] else ["--cpu"])
+
+
+def build_trainer(argv):
+    """fairseq's task, Trainer and first epoch's training iterator for the ``fairseq-train`` arguments ``argv``,
+    in this process (for the scripts that time updates or inspect batches without a training run)."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+
+    # The task must be registered before fairseq builds its parser (fairseq-train does this for --user-dir).
+    from .tasks import autoassist_translation  # noqa: F401
+
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset(cfg.dataset.train_subset)
+    trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
+    return task, trainer, trainer.get_train_iterator(epoch=1, load_dataset=False)
 
 
 def require_prepared(data):

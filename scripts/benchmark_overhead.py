@@ -1,127 +1,121 @@
 #!/usr/bin/env python
-"""Time per update with AutoAssist off and with each selection policy on, on the same batches of the
-Multi30K recipe.
+"""Isolated time per update of each benchmark arm, on its own batches.
 
-    python scripts/benchmark_overhead.py --data data-bin/multi30k.de-en --arch base
-    python scripts/benchmark_overhead.py ... --policies assistant learnable progress infobatch
+    python scripts/benchmark_overhead.py --data data-bin/multi30k.de-en --preset multi30k-long \\
+        --arms baseline keep-all keep-all-fixed assistant learnable --output docs/results/overhead-multi30k-small.json
 
-Every arm runs fairseq's Trainer with the same model recipe on the same pre-collated batches,
-interleaved in blocks (off, policy 1, policy 2, ..., off, ...) so that machine noise hits all alike:
-
-* off: ``--task autoassist_translation --autoassist-policy none`` (the stock translation step);
-* each of ``--policies`` (default ``assistant``) with the background worker where it has one:
-  per-sentence losses from the Boss's forward pass, feedback to the Assistant and the loss tables,
-  and every ``--autoassist-refresh-updates`` updates the selection of one chunk (scoring, drawing,
-  batching), which the real iterator does at that rate.
-
-Prints the median time per update of each arm and its ratio to off (the overhead). Blocks vary by
-about 10% on a 2-core machine, so ratios within a few percent of 1 are below what this resolves; the
-logs' CPU seconds (``aa_cpu_select``, ``aa_cpu_assistant``) are the finer measure.
+Each arm is built in this process exactly as the benchmark trains it (``fairseq_autoassist.benchmark.arms``:
+the preset's recipe and the arm's settings) and trains on the batches of its own iterator: the stock task's, or
+the plugin's under the arm's packing and policy, whose selection (scoring, drawing, batching a chunk), loss
+feedback and background Assistant all run as in training. Blocks of ``--block-updates`` updates, fetching each
+batch included, are interleaved (arm 1, arm 2, ..., arm 1, ...) so that machine noise hits all alike; run it
+with nothing else on the machine. Writes the median seconds per update of each arm, its ratio to ``baseline``,
+the target tokens and padded positions per update of the timed batches and the CPU seconds spent selecting and
+in the Assistant's thread. ``scripts/benchmark.py --seconds-per-update`` turns updates into seconds with it.
 """
 
 import argparse
 import json
 import logging
-import os
 import statistics
 import sys
+import tempfile
 import time
 
-from fairseq_autoassist.recipes import ROOT, recipe
+from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, training_args
+from fairseq_autoassist.recipes import build_trainer, write_atomically
 
 logger = logging.getLogger("benchmark_overhead")
 
 
-def build_trainer(data, arch, policy, max_tokens, refresh_updates, seed):
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from fairseq.trainer import Trainer
+class TimedArm:
+    """One arm's trainer and its endless stream of its own batches."""
 
-    argv = recipe(data, "/tmp/benchmark_overhead_unused", policy, arch=arch, max_tokens=max_tokens,
-                         seed=seed, cpu=True, eval_bleu=False)
-    argv += ["--autoassist-refresh-updates", str(refresh_updates)]
-    parser = options.get_training_parser()
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, argv))
-    task = tasks.setup_task(cfg.task)
-    task.load_dataset(cfg.dataset.train_subset)
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
-    trainer = Trainer(cfg, task, model, criterion)
-    iterator = trainer.get_train_iterator(epoch=1, load_dataset=False)
-    return cfg, task, trainer, iterator
+    def __init__(self, arm, data, preset, seed, save_dir):
+        self.arm = arm
+        argv = training_args(arm, data, save_dir, preset, seed, cpu=True)
+        if "--autoassist-loss-log" in argv:  # a diagnostic of the benchmark's runs, not a cost of the arm
+            position = argv.index("--autoassist-loss-log")
+            del argv[position : position + 2]
+        self.task, self.trainer, self.iterator = build_trainer(argv)
+        self.batches = self.iterator.next_epoch_itr(shuffle=True)
+        self.target_tokens, self.padded_positions, self.updates = 0, 0, 0
 
+    def next_sample(self):
+        if not self.batches.has_next():
+            self.iterator = self.trainer.get_train_iterator(self.iterator.next_epoch_idx, load_dataset=False)
+            self.batches = self.iterator.next_epoch_itr(shuffle=True)
+        return next(self.batches)
 
-def main(argv=None):
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(ROOT, "data-bin", "multi30k.de-en"))
-    parser.add_argument("--arch", default="base")
-    parser.add_argument("--max-tokens", type=int, default=4096)
-    parser.add_argument("--block-updates", type=int, default=20, help="updates per timed block")
-    parser.add_argument("--blocks", type=int, default=4, help="timed blocks per arm")
-    parser.add_argument("--refresh-updates", type=int, default=50)
-    parser.add_argument("--policies", nargs="+", default=["assistant"], help="the --autoassist-policy arms to time")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--output", default=None, help="optional JSON with every block time")
-    args = parser.parse_args(argv)
-
-    import fairseq  # noqa: F401  (registers before the plugin import below)
-    import fairseq_autoassist.tasks.autoassist_translation  # noqa: F401
-
-    arms = {}
-    for policy in ["none"] + [p for p in args.policies if p != "none"]:
-        arms[policy] = build_trainer(args.data, args.arch, policy, args.max_tokens, args.refresh_updates, args.seed)
-
-    # The same batches for every arm: the baseline's first batches, collated once.
-    _, _, _, baseline_iterator = arms["none"]
-    batches_needed = args.block_updates * (args.blocks + 1)
-    samples = []
-    for sample in baseline_iterator.next_epoch_itr(shuffle=True):
-        samples.append(sample)
-        if len(samples) == batches_needed:
-            break
-
-    def run_block(policy, block):
-        _, task, trainer, _ = arms[policy]
+    def block(self, updates):
+        """Seconds per update over ``updates`` updates, fetching each batch included."""
         started = time.perf_counter()
-        for step in range(args.block_updates):
-            sample = samples[(block * args.block_updates + step) % len(samples)]
-            trainer.train_step([sample])
-            if policy != "none" and trainer.get_num_updates() % args.refresh_updates == 0:
-                stream = task.runtime.stream
-                stream.generate_chunk(2, 2, trainer.get_num_updates() // args.refresh_updates % stream.chunks_per_pass,
-                                      stream.carry)
-        return (time.perf_counter() - started) / args.block_updates
+        for _ in range(updates):
+            sample = self.next_sample()
+            self.trainer.train_step([sample])
+            self.target_tokens += int(sample["ntokens"])
+            self.padded_positions += sample["net_input"]["src_tokens"].numel() + sample["target"].numel()
+            self.updates += 1
+        return (time.perf_counter() - started) / updates
 
-    for policy in arms:  # warm-up block, not timed
-        run_block(policy, 0)
-    times = {policy: [] for policy in arms}
-    for block in range(1, args.blocks + 1):
-        for policy in arms:
-            times[policy].append(run_block(policy, block))
-            logger.info("block %d %-9s %.3f s/update", block, policy, times[policy][-1])
-    off = statistics.median(times["none"])
-    result = {"arch": args.arch, "max_tokens": args.max_tokens, "block_updates": args.block_updates,
-              "blocks": args.blocks, "seconds_per_update": times, "median_off": off, "arms": {}}
-    for policy in arms:
-        if policy == "none":
-            continue
-        runtime = arms[policy][1].runtime
-        on = statistics.median(times[policy])
-        figures = {"median": on, "ratio_to_off": on / off, "cpu_select_seconds": runtime.selection_cpu_seconds}
+    def cpu_seconds(self):
+        runtime = getattr(self.task, "runtime", None)
+        if runtime is None:
+            return {}
+        figures = {"cpu_select_seconds": runtime.selection_cpu_seconds}
         if runtime.worker is not None:
             runtime.worker.drain()
             stats = runtime.worker.stats()
             figures.update(assistant_updates=stats["updates"], dropped_feedback=stats["dropped"],
                            cpu_assistant_seconds=stats["cpu_seconds"])
             runtime.worker.close()
-        result["arms"][policy] = figures
-        logger.info("median time per update: off %.3f s, %s %.3f s, ratio %.3f (overhead %+.1f%%); %s",
-                    off, policy, on, on / off, 100 * (on / off - 1),
-                    ", ".join(f"{k} {v:.3g}" for k, v in figures.items() if k not in ("median", "ratio_to_off")))
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(result, f, indent=2)
+        return figures
+
+
+def measure(data, preset_name, arms, seed, block_updates, blocks):
+    preset = PRESETS[preset_name]
+    with tempfile.TemporaryDirectory() as save_dir:
+        timed = {arm: TimedArm(arm, data, preset, seed, save_dir) for arm in arms}
+        for arm in timed.values():  # a warm-up block each, not timed
+            arm.block(block_updates)
+        times = {name: [] for name in timed}
+        for block in range(1, blocks + 1):
+            for name, arm in timed.items():
+                times[name].append(arm.block(block_updates))
+                logger.info("block %d %-24s %.3f s/update", block, name, times[name][-1])
+        cpu = {name: arm.cpu_seconds() for name, arm in timed.items()}
+    medians = {name: statistics.median(block_times) for name, block_times in times.items()}
+    return {
+        "data": data, "preset": preset_name, "seed": seed, "block_updates": block_updates, "blocks": blocks,
+        "seconds_per_update": times, "median_seconds_per_update": medians,
+        "ratio_to_baseline": {name: medians[name] / medians["baseline"] for name in medians},
+        "target_tokens_per_update": {name: arm.target_tokens / arm.updates for name, arm in timed.items()},
+        "padded_positions_per_update": {name: arm.padded_positions / arm.updates for name, arm in timed.items()},
+        "cpu": cpu,
+    }
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="prepared data-bin folder")
+    parser.add_argument("--preset", default="multi30k-long", choices=sorted(PRESETS),
+                        help="the benchmark preset whose recipe every arm uses")
+    parser.add_argument("--arms", nargs="+", type=arm_argument, default=["baseline", "keep-all"],
+                        help="the benchmark arms to time ('baseline', the stock task, is always timed)")
+    parser.add_argument("--block-updates", type=int, default=20, help="updates per timed block")
+    parser.add_argument("--blocks", type=int, default=4, help="timed blocks per arm")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--output", required=True, help="JSON with every block time and the medians")
+    args = parser.parse_args(argv)
+    arms = ["baseline"] + [arm for arm in args.arms if arm != "baseline"]
+    result = measure(args.data, args.preset, arms, args.seed, args.block_updates, args.blocks)
+    result["command"] = "python scripts/benchmark_overhead.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_atomically(args.output, json.dumps(result, indent=2))
+    for arm in arms:
+        logger.info("%-24s %.3f s/update, ratio to baseline %.3f, %.0f target tokens per update %s", arm,
+                    result["median_seconds_per_update"][arm], result["ratio_to_baseline"][arm],
+                    result["target_tokens_per_update"][arm], result["cpu"][arm])
     return 0
 
 

@@ -99,6 +99,14 @@ def compound_split_bleu(hypotheses, references):
                                         + str(bleu.get_signature())}
 
 
+def checkpoint_updates(checkpoint):
+    """The number of updates at which fairseq saved ``checkpoint``."""
+    import torch
+
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    return state["optimizer_history"][-1]["num_updates"]
+
+
 def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, output=None, lenpen=1.0,
              with_compound_split=False):
     import sentencepiece as spm
@@ -127,6 +135,7 @@ def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, 
     write_atomically(hypotheses_path, "\n".join(hypotheses) + "\n")
     result = {
         "checkpoint": os.path.abspath(checkpoint),
+        "checkpoint_updates": checkpoint_updates(checkpoint),
         "data": os.path.abspath(data),
         "split": split,
         "test_set": test_sets.get(split, split),

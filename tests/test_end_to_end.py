@@ -277,3 +277,21 @@ def test_a_corpus_side_keeps_its_memory_map_alive(prepared_data):
         # No per-pair copies beyond the offsets: the tokens and the lengths view the memory map.
         assert not side.tokens.flags.owndata and not side.lengths.flags.owndata
     assert np.isfinite(PairFeatures(*sides, vocab_size=len(dictionary)).idf[1]).all()
+
+
+def test_selection_is_refreshed_every_so_many_updates_of_update_freq_batches(prepared_data, tmp_path):
+    from fairseq_autoassist.recipes import build_trainer
+
+    chunk_pairs = {}
+    for update_freq in (1, 2):
+        argv = tiny_recipe(prepared_data, tmp_path, "keep-all") + [
+            "--update-freq", str(update_freq), "--autoassist-refresh-updates", "2"]
+        task, _, _ = build_trainer(argv)
+        chunk_pairs[update_freq] = task.runtime.stream.chunk_pairs
+    # Two updates of two batches each: twice the pairs of two updates of one batch.
+    assert chunk_pairs[2] == pytest.approx(2 * chunk_pairs[1], abs=1)
+
+
+def test_report_accuracy_reaches_the_logs_under_a_selection_policy(prepared_data, tmp_path):
+    log = fairseq_train(prepared_data, tmp_path / "accuracy", "--report-accuracy", policy="keep-all", max_epoch=1).stdout
+    assert re.search(r"\| train \| epoch 001 \|.*\| accuracy [\d.]+", log)

@@ -12,6 +12,7 @@ from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 from ..assistant import CorpusSide, PairFeatures
 from ..errors import AutoAssistConfigError
+from .packing import packing_key
 
 logger = logging.getLogger(__name__)
 
@@ -74,19 +75,17 @@ def training_order(task, dataset, seed, epoch, max_positions, ignore_invalid_inp
     return ordered
 
 
-def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple, ordered):
+def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple, ordered, packing):
     """``make_batches(indices) -> list of index arrays``: fairseq's ``batch_by_size`` (same token budget
-    and bucketing as the stock task) over ``indices`` sorted by padded length.
+    and bucketing as the stock task) over ``indices`` sorted by ``packing`` (``data.packing``).
 
-    A chunk holds only a sample of each length, so sorting it by fairseq's order (source length, then
-    target length) would mix target lengths within a batch and pad a lot; sorting by the padded size
-    ``max(source, target)`` first, fairseq's order breaking ties, keeps chunk batches as full as the
-    baseline's (measured on Multi30K: 135 batches per pass either way).
+    With ``padded-length`` a chunk, which holds only a sample of each length, packs as full as the stock
+    task's whole-corpus batches; with ``source-target`` over the whole pass (``--autoassist-refresh-updates 0``)
+    the batches are exactly the stock task's.
     """
     rank = np.empty(len(dataset), dtype=np.int64)
     rank[ordered] = np.arange(len(ordered))
-    padded_size = np.maximum(dataset.src_sizes, dataset.tgt_sizes).astype(np.int64)
-    batching_key = padded_size * len(dataset) + rank
+    batching_key = packing_key(packing, dataset.src_sizes, dataset.tgt_sizes, rank)
 
     def make_batches(indices):
         indices = np.asarray(indices, dtype=np.int64)
@@ -107,8 +106,8 @@ def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size
 
 
 def pairs_per_chunk(refresh_batches, num_pairs, num_full_batches):
-    """Candidates per selection chunk: about ``refresh_batches`` full batches' worth (global batches,
-    so the refresh interval times the number of ranks), or the whole pass when it is 0."""
+    """Candidates per selection chunk: about ``refresh_batches`` full global batches' worth (the refresh
+    interval in updates times --update-freq times the number of ranks), or the whole pass when it is 0."""
     if refresh_batches == 0:
         return num_pairs
     return min(num_pairs, max(1, round(refresh_batches * (num_pairs / max(num_full_batches, 1)))))

@@ -146,8 +146,8 @@ POLICIES = {
                paced=True),
         Policy("competence", "competence-based curriculum (Platanios et al., 2019): the pairs of rarest source "
                "sentences open last, on a square-root schedule", _competence, needs_difficulty=True, paced=True),
-        Policy("keep-all", "every pair, through the plugin's iterator: batches rebuilt from a fresh shuffle every "
-               "pass and packed by padded length (the stock task fixes them once)", _every_pair),
+        Policy("keep-all", "every pair, through the plugin's iterator: batches cut anew every pass from chunks of a "
+               "fresh shuffle, packed by --autoassist-packing (the stock task cuts its batches once)", _every_pair),
         Policy("none", "every pair, exactly like --task translation"),
     )
 }

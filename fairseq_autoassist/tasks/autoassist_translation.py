@@ -10,6 +10,7 @@ optional importance weights. The options are declared in the core (``options``).
 import logging
 import os
 from dataclasses import dataclass
+from typing import List
 
 import numpy as np
 import torch
@@ -36,6 +37,7 @@ class AutoAssistTranslationConfig(TranslationConfig, AutoAssistOptions):
     seed: int = II("common.seed")
     max_epoch: int = II("optimization.max_epoch")
     max_update: int = II("optimization.max_update")
+    update_freq: List[int] = II("optimization.update_freq")
 
 
 @register_task("autoassist_translation", dataclass=AutoAssistTranslationConfig)
@@ -93,13 +95,13 @@ class AutoAssistTranslationTask(TranslationTask):
             )
         candidates = training_order(self, dataset, seed, epoch, max_positions, ignore_invalid_inputs)
         make_batches = token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple,
-                                            candidates)
+                                            candidates, self.cfg.autoassist_packing)
         full_batches = make_batches(candidates)
         # A copy: the batches are views of one array of every pair, which the dummy would keep alive.
         dummy_batch = full_batches[0].copy()
         self.runtime = AutoAssistRuntime(
             self.cfg, candidates, dataset.tgt_sizes,
-            pairs_per_chunk(self.cfg.autoassist_refresh_updates * num_shards, len(candidates), len(full_batches)),
+            pairs_per_chunk(self.batches_per_refresh(num_shards), len(candidates), len(full_batches)),
             seed, self.cfg.max_epoch, self.cfg.max_update, make_batches,
             pair_features=lambda: self._pair_features(dataset), steps_per_pass=len(full_batches) / num_shards,
             min_batches_per_epoch=num_shards,
@@ -116,6 +118,11 @@ class AutoAssistTranslationTask(TranslationTask):
             num_shards=num_shards, shard_id=shard_id, num_workers=num_workers, epoch=epoch,
         )
         return self.train_iterator
+
+    def batches_per_refresh(self, num_shards):
+        """Global batches between two selections: ``--autoassist-refresh-updates`` updates, each of
+        ``--update-freq`` batches on every rank."""
+        return self.cfg.autoassist_refresh_updates * self.cfg.update_freq[0] * num_shards
 
     def _pair_features(self, dataset):
         if dataset.tgt is None:
@@ -165,6 +172,9 @@ class AutoAssistTranslationTask(TranslationTask):
             "sample_size": sample_size,
             "autoassist_steps": 1,
         }
+        if getattr(criterion, "report_accuracy", False):
+            n_correct, total = criterion.compute_accuracy(model, net_output, sample)
+            logging_output.update(n_correct=n_correct.item(), total=total.item())
         if ignore_grad:
             loss *= 0
         if self.runtime.wants_losses:

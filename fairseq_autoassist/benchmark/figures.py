@@ -1,0 +1,265 @@
+"""Every figure of a benchmark run, from its validations, against the stock runs of its seed (no fairseq import).
+
+One pipeline and one definition of each figure:
+
+* A run's points are all its validations by update count (every ``--validate-interval-updates`` and each epoch
+  end), each with the target tokens trained on by then (``with_tokens``). Its best validation figure is ``best``
+  over all of them, and its test BLEU comes from the checkpoint saved at that validation (``arms.training_args``
+  saves one at every validation; fairseq keeps the best as ``checkpoint_best.pt``).
+* Cost is counted in updates and in target tokens: the plugin's batches carry more target tokens per update than
+  the stock task's, so a ratio of updates alone flatters it. Given each arm's isolated seconds per update on its
+  own batches (``scripts/benchmark_overhead.py``), also in seconds.
+* The budget frontier of a seed: its stock runs that anneal at their budgets (the budget-matched baselines and
+  the full baseline), each at its cost and its best figure. An arm's cost is set against the cost at which the
+  frontier reaches the arm's figure, interpolated between budgets linearly in the logarithm of the cost: a
+  concave curve through the measured points, where a straight line between two points of a concave learning
+  curve lies below it and overstates what a stock run needs. A figure below the smallest budget's is ``BELOW``
+  (no saving), one above the full baseline's is ``ABOVE`` (beyond what the frontier measures); every seed counts
+  in the summary, as a value or as one of these two.
+"""
+
+import math
+import statistics
+
+import numpy as np
+
+from .arms import arm_spec, budget_matched
+
+BELOW, ABOVE = "below", "above"
+COSTS = ("updates", "target_tokens")
+
+
+def best(points, key):
+    """The best ``key`` over every validation of ``points``: the highest BLEU or the lowest loss (None if none)."""
+    values = [point[key] for point in points if point.get(key) is not None]
+    if not values:
+        return None
+    return min(values) if key == "valid_loss" else max(values)
+
+
+# The measures on which an arm is placed on the budget frontier, each a score where higher is better (None where
+# the run lacks it). Greedy validation BLEU moves by up to 0.9 between neighbouring validations on Multi30K; the
+# lowest validation loss and the beam-5 test BLEU of the best checkpoint check whether a saving it shows is real.
+MEASURES = {
+    "valid_bleu": lambda run: best(run["validations"], "valid_bleu"),
+    "valid_loss": lambda run: None if best(run["validations"], "valid_loss") is None
+    else -best(run["validations"], "valid_loss"),
+    "test_bleu": lambda run: run.get("test_bleu"),
+}
+
+
+def with_validations(run):
+    """``run`` with its validations; a run recorded before they were (validated at epoch ends only) gets its
+    epoch ends'."""
+    if "validations" in run:
+        return run
+    return dict(run, validations=[{"updates": row["updates"], "valid_loss": row["valid_loss"],
+                                   "valid_bleu": row["valid_bleu"]} for row in run["epochs"]])
+
+
+def with_tokens(run):
+    """The run's validations, each with the target tokens trained on by its update count (interpolated within an
+    epoch from the totals at the epoch ends)."""
+    updates = [0] + [row["updates"] for row in run.get("epochs", [])]
+    tokens = [0.0] + [row["target_tokens"] for row in run.get("epochs", [])]
+    return [dict(point, target_tokens=float(np.interp(point["updates"], updates, tokens)) if len(updates) > 1
+                 else None) for point in run["validations"]]
+
+
+def run_cost(run, cost):
+    """What ``run`` spent in all: its updates or its target tokens."""
+    if cost == "updates":
+        return run["validations"][-1]["updates"] if run["validations"] else None
+    return run["epochs"][-1]["target_tokens"] if run.get("epochs") else None
+
+
+def first_reaching(points, key, level):
+    """``key`` (updates or target tokens) at which validation BLEU first reaches ``level``, interpolated."""
+    previous = None
+    for point in points:
+        if point["valid_bleu"] is not None and point["valid_bleu"] >= level:
+            if previous is None or previous["valid_bleu"] is None or previous[key] is None:
+                return point[key]
+            fraction = (level - previous["valid_bleu"]) / max(point["valid_bleu"] - previous["valid_bleu"], 1e-9)
+            return previous[key] + fraction * (point[key] - previous[key])
+        previous = point
+    return None
+
+
+def bleu_at(points, limit, key="updates"):
+    """The best validation BLEU of ``points`` whose ``key`` is at most ``limit``."""
+    return best([point for point in points if point[key] <= limit + 1e-9], "valid_bleu")
+
+
+def _ratio(value, reference):
+    return value / reference if value is not None and reference else None
+
+
+def budget_frontier(stock_runs, score, cost="updates"):
+    """``[(cost, score)]`` of the stock runs of one seed that anneal at their budgets, in budget order, each at its
+    whole cost and its ``score`` as a running maximum (a larger budget buys at least what a smaller one does);
+    None where a run lacks the score or the cost, or without a budget-matched baseline beside the full one."""
+    runs = sorted(stock_runs, key=lambda run: arm_spec(run["arm"]).get("budget", 1.0))
+    scores = [score(run) for run in runs]
+    costs = [run_cost(run, cost) for run in runs]
+    if None in scores or None in costs or len(runs) < 2:
+        return None
+    frontier, highest = [], float("-inf")
+    for spent, value in zip(costs, scores):
+        highest = max(highest, value)
+        frontier.append((spent, highest))
+    return frontier
+
+
+def frontier_ratio(spent, value, frontier):
+    """``spent`` over the cost at which ``frontier`` reaches ``value`` (linear in the logarithm of the cost between
+    budgets), or BELOW / ABOVE where ``value`` lies outside it."""
+    if value < frontier[0][1]:
+        return BELOW
+    if value > frontier[-1][1]:
+        return ABOVE
+    for (low_cost, low), (high_cost, high) in zip(frontier, frontier[1:]):
+        if low <= value <= high:
+            share = (value - low) / (high - low) if high > low else 0.0
+            return spent / math.exp(math.log(low_cost) + share * (math.log(high_cost) - math.log(low_cost)))
+    return spent / frontier[0][0]
+
+
+def beats(points, reach, reference, target, limit):
+    """Whether an arm with validations ``points``, first reaching ``target`` at ``reach`` updates, beats the
+    budget-matched baseline ``reference``: reaches the target before it does, or stands above the reference's
+    best BLEU by ``limit`` updates."""
+    reference_reach = first_reaching(reference["validations"], "updates", target)
+    reference_final = bleu_at(reference["validations"], limit) or 0.0
+    earlier = reach is not None and (reference_reach is None or reach < reference_reach)
+    return float(earlier or (bleu_at(points, limit) or 0.0) > reference_final)
+
+
+def on_frontier(arm):
+    return arm == "baseline" or budget_matched(arm)
+
+
+def derive(runs, budget, bleu_levels=(), seconds_per_update=None):
+    """Every figure of each arm against the stock runs of the same seed, then mean and spread over seeds
+    (``summarize``). ``budget``: the preset's updates; ``seconds_per_update``: optional ``{arm: isolated seconds
+    per update}`` (``baseline`` among them), which adds the cost in seconds."""
+    seconds_per_update = seconds_per_update or {}
+    baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline" and run["validations"]}
+    matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
+               if budget_matched(run["arm"]) and run["validations"]}
+    frontiers = {}
+    for seed, base in baselines.items():
+        stock = [base] + [run for (run_seed, _), run in matched.items() if run_seed == seed]
+        for measure, score in MEASURES.items():
+            for cost in COSTS:
+                frontiers[(seed, measure, cost)] = budget_frontier(stock, score, cost)
+    per_arm = {}
+    for run in runs:
+        base = baselines.get(run["seed"])
+        if base is None or not run["validations"]:
+            continue
+        figures = run_figures(run, base, budget, bleu_levels, seconds_per_update)
+        figures.update(budget_comparisons(run, base, matched, budget))
+        if not on_frontier(run["arm"]):
+            for measure, score in MEASURES.items():
+                value = score(run)
+                for cost in COSTS:
+                    frontier = frontiers[(run["seed"], measure, cost)]
+                    if frontier and value is not None:
+                        figures[f"frontier_{cost}_{measure}"] = frontier_ratio(run_cost(run, cost), value, frontier)
+                seconds = _seconds_ratio(run["arm"], seconds_per_update)
+                by_updates = figures.get(f"frontier_updates_{measure}")
+                if seconds is not None and by_updates is not None:
+                    figures[f"frontier_seconds_{measure}"] = by_updates * seconds if isinstance(by_updates, float) \
+                        else by_updates
+        per_arm.setdefault(run["arm"], []).append(figures)
+    return summarize(per_arm)
+
+
+def _seconds_ratio(arm, seconds_per_update):
+    """The arm's isolated seconds per update over the stock task's."""
+    return _ratio(seconds_per_update.get(arm), seconds_per_update.get("baseline"))
+
+
+def level_key(cost, level):
+    return f"{cost}_ratio_at_bleu_{level:g}"
+
+
+def run_figures(run, base, budget, bleu_levels, seconds_per_update):
+    """The figures of ``run`` on its own and against the full baseline ``base`` of its seed."""
+    points, base_points = with_tokens(run), with_tokens(base)
+    target = best(base_points, "valid_bleu")
+    target = target if target and target > 0 else None  # a baseline that never scored gives no target
+    spent_updates, spent_tokens = run_cost(run, "updates"), run_cost(run, "target_tokens")
+    figures = {
+        "target_bleu": target,
+        "best_valid_bleu": best(points, "valid_bleu"),
+        "lowest_valid_loss": best(points, "valid_loss"),
+        "test_bleu": run.get("test_bleu"),
+        "tokens_per_update": _ratio(spent_tokens, spent_updates),
+        "tokens_per_update_ratio": _ratio(_ratio(spent_tokens, spent_updates),
+                                          _ratio(run_cost(base, "target_tokens"), run_cost(base, "updates"))),
+        "bleu_by_0.6": bleu_at(points, 0.6 * budget),
+        "bleu_by_0.8": bleu_at(points, 0.8 * budget),
+        "bleu_by_end": bleu_at(points, budget),
+        "final_valid_loss": points[-1]["valid_loss"],
+    }
+    for cost in COSTS:
+        figures[f"{cost}_ratio"] = _ratio(first_reaching(points, cost, target), first_reaching(base_points, cost, target)) \
+            if target is not None else None
+        for level in bleu_levels:
+            figures[level_key(cost, level)] = _ratio(first_reaching(points, cost, level),
+                                                     first_reaching(base_points, cost, level))
+    seconds = _seconds_ratio(run["arm"], seconds_per_update)
+    if seconds is not None:
+        figures["seconds_per_update_ratio"] = seconds
+        figures["seconds_ratio"] = None if figures["updates_ratio"] is None else figures["updates_ratio"] * seconds
+    epochs = run.get("epochs", [])
+    if epochs and epochs[-1].get("selection_cpu_share") is not None:
+        figures["selection_cpu_share"] = epochs[-1]["selection_cpu_share"]
+    selecting = [row for row in epochs[1:] if row.get("kept_share_noisy") is not None]
+    if selecting:
+        # After the first epoch, which trains on every pair in every preset.
+        figures["kept_share_noisy"] = statistics.mean(row["kept_share_noisy"] for row in selecting)
+        figures["kept_share_clean"] = statistics.mean(row["kept_share_clean"] for row in selecting)
+    if run is base:
+        figures["plateau_gain"] = (target or 0.0) - (bleu_at(points, 0.75 * budget) or 0.0)
+    return figures
+
+
+def budget_comparisons(run, base, matched, budget):
+    """Whether a run that is not a budget-matched baseline beats the one of 0.8 of the budget and, for an
+    ``ARM@FRACTION``, the one of its own budget (``beats``)."""
+    if budget_matched(run["arm"]):
+        return {}
+    target = best(base["validations"], "valid_bleu")
+    reach = first_reaching(run["validations"], "updates", target)
+    fractions = {"beats_budget_0.8": 0.8}
+    own_budget = arm_spec(run["arm"]).get("budget", 1.0)
+    if own_budget < 1:
+        fractions["beats_same_budget"] = own_budget
+    figures = {}
+    for key, fraction in fractions.items():
+        reference = matched.get((run["seed"], fraction))
+        if reference is not None:
+            figures[key] = beats(run["validations"], reach, reference, target, fraction * budget)
+    return figures
+
+
+def summarize(per_arm):
+    """Per arm and figure, over the seeds to which the figure applies (absent where it does not): the mean and
+    spread of the values, how many seeds reached it (None: not reached) and how many lie BELOW or ABOVE the
+    budget frontier."""
+    summary = {}
+    for arm, seeds in per_arm.items():
+        summary[arm] = {}
+        for key in dict.fromkeys(key for figures in seeds for key in figures):
+            applying = [figures[key] for figures in seeds if key in figures]
+            values = [value for value in applying if isinstance(value, (int, float))]
+            summary[arm][key] = {
+                "mean": statistics.mean(values) if values else None,
+                "spread": (max(values) - min(values)) if len(values) > 1 else 0.0,
+                "reached": len(values), "seeds": len(applying),
+                "below": applying.count(BELOW), "above": applying.count(ABOVE),
+            }
+    return summary

@@ -1,0 +1,224 @@
+"""The benchmark's tables (Markdown) and plots, from ``figures``' summary and the runs' records."""
+
+import math
+import os
+import re
+import statistics
+
+import numpy as np
+
+from .arms import arm_spec, in_table_order
+from .figures import COSTS, MEASURES, level_key, run_cost, with_tokens
+
+
+def cell(stat, digits=2, unreached="not reached"):
+    """A table cell: the mean (± half the range over seeds) of the seeds with a value, and how the others stand:
+    not reached, no saving (below the budget frontier) or beyond the full baseline (above it); "-" where the
+    figure does not apply to the arm (``stat`` None)."""
+    if stat is None:
+        return "-"
+    outside = {"not reached": stat["seeds"] - stat["reached"] - stat.get("below", 0) - stat.get("above", 0),
+               "no saving": stat.get("below", 0), "beyond the full baseline": stat.get("above", 0)}
+    if unreached != "not reached":
+        outside[unreached] = outside.pop("not reached") + outside.get(unreached, 0)
+    if stat["mean"] is None:
+        named = [(name, count) for name, count in outside.items() if count]
+        if len(named) < 2:
+            return named[0][0] if named else unreached
+        return ", ".join(f"{count} {name}" for name, count in named)
+    text = f"{stat['mean']:.{digits}f}"
+    if stat["reached"] > 1:
+        text += f" ± {stat['spread'] / 2:.{digits}f}"
+    others = [f"{count} {name}" for name, count in outside.items() if count]
+    if others:
+        text += f" ({stat['reached']}/{stat['seeds']} seeds; " + ", ".join(others) + ")"
+    return text
+
+
+def _row(arm, cells):
+    return f"| {arm} | " + " | ".join(cells) + " |"
+
+
+def main_table(summary, timed):
+    """Against the full stock baseline of the same seed."""
+    header = ["arm", "target tokens per update (ratio)", "updates to the baseline's best", "target tokens to it"]
+    header += ["seconds to it (isolated s/update)"] if timed else []
+    header += ["best valid BLEU", "lowest valid loss", "test BLEU (beam 5, best checkpoint)", "BLEU by 0.6 of the budget",
+               "by 0.8", "by the end", "final valid loss", "beats the 0.8 budget baseline",
+               "beats the baseline of its own budget", "baseline gain in the last quarter"]
+    lines = [_row(header[0], header[1:]), "|---" * len(header) + "|"]
+    for arm in in_table_order(summary):
+        s = summary[arm]
+        cells = [cell(s["tokens_per_update_ratio"], 3), cell(s["updates_ratio"]), cell(s["target_tokens_ratio"])]
+        cells += [cell(s.get("seconds_ratio"))] if timed else []
+        cells += [cell(s["best_valid_bleu"]), cell(s["lowest_valid_loss"], 3), cell(s["test_bleu"]),
+                  cell(s["bleu_by_0.6"]), cell(s["bleu_by_0.8"]), cell(s["bleu_by_end"]), cell(s["final_valid_loss"], 3),
+                  cell(s.get("beats_budget_0.8")), cell(s.get("beats_same_budget")), cell(s.get("plateau_gain"))]
+        lines.append(_row(arm, cells))
+    return lines
+
+
+def frontier_table(summary, timed):
+    """Each arm on the budget frontier of the stock baselines, by each measure and cost."""
+    costs = COSTS + (("seconds",) if timed else ())
+    header = [f"by {measure.replace('_', ' ')}: {cost.replace('_', ' ')}" for measure in MEASURES for cost in costs]
+    lines = [_row("arm", header), "|---" * (len(header) + 1) + "|"]
+    for arm in in_table_order(summary):
+        s = summary[arm]
+        if not any(key.startswith("frontier_") for key in s):
+            continue
+        lines.append(_row(arm, [cell(s.get(f"frontier_{cost}_{measure}"), unreached="no saving")
+                                for measure in MEASURES for cost in costs]))
+    return lines
+
+
+def markdown(summary, command, machine, budget, bleu_levels=(), timed=False):
+    arms = in_table_order(summary)
+    lines = [
+        f"Command: `{command}`", "", f"Machine: {machine}", "",
+        "Every figure comes from every validation of a run (one definition of \"best\"), mean ± half the range "
+        "over seeds. Ratios are against the stock translation task of the same seed, by updates and by target "
+        "tokens trained on (the plugin's batches carry more target tokens per update than the stock task's)"
+        + ("; seconds are updates times each arm's isolated seconds per update on its own batches "
+           "(scripts/benchmark_overhead.py), never the wall time of runs that shared a machine" if timed else
+           "; no time column: give --seconds-per-update the output of scripts/benchmark_overhead.py")
+        + f". Every arm trains {budget} updates but a budget-matched baseline and an ARM@FRACTION, which train for "
+        "that fraction of them. The test BLEU is that of the checkpoint of the best validation BLEU.", "",
+        *main_table(summary, timed), "",
+        "The budget frontier: the cost at which a stock baseline annealing at that budget reaches the arm's best "
+        "validation BLEU, its lowest validation loss or its test BLEU, interpolated between the budget-matched and "
+        "the full baselines of its seed linearly in the logarithm of the cost; the arm's cost over that (under 1: it "
+        "saves). \"no saving\": below the smallest budget's figure; \"beyond the full baseline\": above the full "
+        "baseline's, where the frontier cannot say what a stock run would need. Every seed is counted.", "",
+        *frontier_table(summary, timed),
+    ]
+    noisy = [arm for arm in arms if "kept_share_noisy" in summary[arm]]
+    if noisy:
+        lines += ["", "Kept share after the first epoch (mean over the epochs), of the corrupted and of the clean pairs:",
+                  "", "| arm | corrupted pairs kept | clean pairs kept |", "|---|---|---|"]
+        lines += [_row(arm, [cell(summary[arm]["kept_share_noisy"]), cell(summary[arm]["kept_share_clean"])])
+                  for arm in noisy]
+    measured = [arm for arm in arms if "selection_cpu_share" in summary[arm]]
+    if measured:
+        lines += ["", "CPU seconds spent choosing pairs and in the Assistant's thread, as a share of the training "
+                  "process' CPU seconds (the last process of a resumed run):", "", "| arm | selection CPU share |",
+                  "|---|---|"]
+        lines += [_row(arm, [cell(summary[arm]["selection_cpu_share"], 4)]) for arm in measured]
+    if bleu_levels:
+        header = [f"{cost.replace('_', ' ')} to BLEU {level:g}" for level in bleu_levels for cost in COSTS]
+        lines += ["", "Update and target-token ratios to fixed validation BLEU levels:", "", _row("arm", header),
+                  "|---" * (len(header) + 1) + "|"]
+        lines += [_row(arm, [cell(summary[arm][level_key(cost, level)]) for level in bleu_levels for cost in COSTS])
+                  for arm in arms]
+    return "\n".join(lines) + "\n"
+
+
+MAX_UPDATE_COLUMNS = 10
+
+
+def equal_update_table(runs, interval):
+    """Validation loss and BLEU of every arm at the multiples of ``interval``, mean over the seeds that
+    reached each ("-" past an arm's budget): with fewer, longer epochs or more, shorter ones, arms compare
+    at equal cost. At most MAX_UPDATE_COLUMNS columns: every k-th multiple, counted back from the last."""
+    if not interval:
+        return ""
+    by_run = [{p["updates"]: p for p in run.get("validations", []) if p["updates"] % interval == 0} for run in runs]
+    counts = sorted(set().union(*by_run))
+    if not counts:
+        return ""
+    counts = counts[::-1][::math.ceil(len(counts) / MAX_UPDATE_COLUMNS)][::-1]
+    lines = ["", "Validation loss / greedy BLEU at equal update counts (mean over seeds):", "",
+             "| arm | " + " | ".join(str(u) for u in counts) + " |", "|---|" + "---|" * len(counts)]
+    for arm in in_table_order(run["arm"] for run in runs):
+        arm_points = [points for run, points in zip(runs, by_run) if run["arm"] == arm]
+        if not arm_points:
+            continue
+        cells = []
+        for updates in counts:
+            reached = [points[updates] for points in arm_points if updates in points]
+            cells.append(f"{statistics.mean(p['valid_loss'] for p in reached):.3f} / "
+                         f"{statistics.mean(p['valid_bleu'] for p in reached):.2f}" if reached else "-")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def equal_token_table(runs, interval):
+    """Validation loss of every arm at equal target tokens trained on, interpolated between its validations: the
+    multiples of ``interval`` updates at the stock baseline's mean target tokens per update, mean over the seeds
+    whose run spans each ("-" outside it). At most MAX_UPDATE_COLUMNS columns, as in ``equal_update_table``."""
+    stock = [run for run in runs if run["arm"] == "baseline" and run.get("epochs")]
+    if not interval or not stock:
+        return ""
+    tokens_per_update = statistics.mean(run_cost(run, "target_tokens") / run_cost(run, "updates") for run in stock)
+    step = interval * tokens_per_update
+    curves = [[(p["target_tokens"], p["valid_loss"]) for p in with_tokens(run) if p["target_tokens"] is not None]
+              for run in runs]
+    longest = max((curve[-1][0] for curve in curves if curve), default=0.0)
+    grid = [step * k for k in range(1, int(longest // step) + 1)]
+    grid = grid[::-1][::max(1, math.ceil(len(grid) / MAX_UPDATE_COLUMNS))][::-1]
+    if not grid:
+        return ""
+    lines = ["", f"Validation loss at equal target tokens trained on (millions; interpolated between validations, "
+             f"mean over seeds; one column per {interval} stock updates):", "",
+             "| arm | " + " | ".join(f"{tokens / 1e6:.2f}M" for tokens in grid) + " |", "|---|" + "---|" * len(grid)]
+    for arm in in_table_order(run["arm"] for run in runs):
+        arm_curves = [curve for run, curve in zip(runs, curves) if run["arm"] == arm and curve]
+        cells = []
+        for tokens in grid:
+            spanning = [float(np.interp(tokens, *zip(*curve))) for curve in arm_curves
+                        if curve[0][0] <= tokens <= curve[-1][0]]
+            cells.append(f"{statistics.mean(spanning):.3f}" if spanning else "-")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# (records, x, y, x label, y label, file): every validation (with its target tokens), or per-epoch records.
+PLOTS = (
+    ("validations", "updates", "valid_bleu", "updates", "validation BLEU (greedy)", "bleu_vs_updates.png"),
+    ("validations", "target_tokens", "valid_bleu", "target tokens trained on", "validation BLEU (greedy)",
+     "bleu_vs_tokens.png"),
+    ("validations", "target_tokens", "valid_loss", "target tokens trained on", "validation loss", "loss_vs_tokens.png"),
+    ("epochs", "updates", "kept_share", "updates", "kept share of pairs", "kept_share.png"),
+)
+
+
+def plot(runs, out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = in_table_order(run["arm"] for run in runs)
+    colors = plt.get_cmap("tab10" if len(arms) <= 10 else "tab20").colors
+    points = [dict(run, validations=with_tokens(run)) for run in runs]
+    for records, x_key, y_key, xlabel, ylabel, name in PLOTS:
+        figure, axis = plt.subplots(figsize=(7, 4.5))
+        for arm_index, arm in enumerate(arms):
+            arm_runs = [run for run in points if run["arm"] == arm and run[records]]
+            for i, run in enumerate(arm_runs):
+                xs = [row[x_key] for row in run[records]]
+                ys = [row[y_key] if row[y_key] is not None else float("nan") for row in run[records]]
+                axis.plot(xs, ys, marker="o", markersize=3, label=arm if i == 0 else None,
+                          color=colors[arm_index % len(colors)], alpha=0.8,
+                          linestyle="--" if arm_spec(arm)["policy"] is None and arm != "baseline" else "-")
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel(ylabel)
+        axis.legend(fontsize="small")
+        axis.grid(alpha=0.3)
+        figure.tight_layout()
+        figure.savefig(os.path.join(out, name), dpi=100)
+        plt.close(figure)
+
+
+def describe_machine():
+    """CPU model, cores, memory and GPU of this machine, for the results' record."""
+    cpu = "unknown CPU"
+    if os.path.isfile("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            models = re.findall(r"model name\s*:\s*(.+)", f.read())
+        cpu = models[0].strip() if models else cpu
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{cpu}, {len(os.sched_getaffinity(0))} CPU cores, {memory_gib:.0f} GiB, {gpu}"

@@ -1,0 +1,105 @@
+"""Packing: which pairs share a batch, what that does to each update, and the real batches of each packing
+against the stock task's."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fairseq_autoassist.data.packing import packing_key, update_weight_shares
+from fairseq_autoassist.recipes import build_trainer, recipe
+
+from .conftest import run_script
+
+# Pairs 0-3 have a target as long as their source; pairs 4-5 a truncated one (the corrupted pairs).
+SOURCE = np.array([6, 6, 6, 6, 6, 6])
+TARGET = np.array([6, 6, 6, 6, 2, 2])
+
+
+def sorted_by(packing, indices, source=SOURCE, target=TARGET):
+    fairseq_rank = np.lexsort((target, source))  # fairseq's order: source length, then target length
+    rank = np.empty(len(source), dtype=np.int64)
+    rank[fairseq_rank] = np.arange(len(source))
+    key = packing_key(packing, source, target, rank)
+    return indices[np.argsort(key[indices], kind="stable")]
+
+
+def test_source_target_packing_is_fairseqs_order_and_padded_length_sorts_by_the_longer_side():
+    source, target = np.array([3, 5, 5, 2]), np.array([9, 1, 4, 2])
+    everything = np.arange(4)
+    assert sorted_by("source-target", everything, source, target).tolist() == [3, 0, 1, 2]
+    assert sorted_by("padded-length", everything, source, target).tolist() == [3, 1, 2, 0]
+    with pytest.raises(ValueError, match="padded-length, source-target"):
+        packing_key("by-colour", source, target, everything)
+
+
+def test_a_batch_of_corrupted_pairs_carries_more_of_its_update_than_their_token_share():
+    # Stock sorting puts the two truncated pairs side by side: one update of 4 target tokens is all theirs.
+    stock = [np.array([4, 5]), np.array([0, 1]), np.array([2, 3])]
+    mixed = [np.array([0, 4]), np.array([1, 5]), np.array([2, 3])]
+    corrupted = np.isin(np.arange(6), [4, 5])
+    stock_shares = update_weight_shares(stock, TARGET, {"corrupted": corrupted})["corrupted"]
+    mixed_shares = update_weight_shares(mixed, TARGET, {"corrupted": corrupted})["corrupted"]
+    assert stock_shares["token_share"] == mixed_shares["token_share"] == pytest.approx(4 / 28)
+    assert stock_shares["update_weight_share"] == pytest.approx(1 / 3)
+    assert mixed_shares["update_weight_share"] == pytest.approx((2 / 8 + 2 / 8 + 0) / 3)
+    assert stock_shares["mostly_group_batches"] == pytest.approx(1 / 3) and mixed_shares["mostly_group_batches"] == 0
+    assert stock_shares["pair_share"] == pytest.approx(2 / 6)
+    assert stock_shares["pairs_in_mostly_group_batches"] == 1.0 and mixed_shares["pairs_in_mostly_group_batches"] == 0
+
+
+@pytest.fixture(scope="module")
+def noisy_data(raw_corpus, tmp_path_factory):
+    """The synthetic corpus with 30% of its training pairs corrupted (truncated, misaligned, ...): target lengths
+    that vary within one source length, as in a web-mined corpus."""
+    folder = tmp_path_factory.mktemp("noisy")
+    run_script("scripts/make_noisy_corpus.py", "--raw-dir", raw_corpus, "--out", str(folder / "raw"))
+    run_script("scripts/prepare_multi30k.py", "--raw-dir", str(folder / "raw"), "--dest", str(folder / "data-bin"),
+               "--vocab-size", "120", "--workers", "1", "--no-download")
+    return str(folder / "data-bin")
+
+
+def first_passes(data, tmp_path, policy, *extra, passes=1):
+    """The batches (each sorted, in sorted order) of the first ``passes`` passes of a training run's iterator."""
+    argv = recipe(data, str(tmp_path), policy, arch="tiny", max_tokens=400, cpu=True, eval_bleu=False) + list(extra)
+    task, _, iterator = build_trainer(argv)
+    if policy is None:
+        return [sorted(sorted(batch.tolist()) for batch in iterator.frozen_batches)] * passes
+    stream = task.runtime.stream
+    return [sorted(sorted(batch.tolist()) for batch in stream.iterate_epoch(epoch)) for epoch in range(1, passes + 1)]
+
+
+def first_pass(data, tmp_path, policy, *extra):
+    return first_passes(data, tmp_path, policy, *extra)[0]
+
+
+@pytest.mark.slow
+def test_the_plugins_stock_sort_over_a_whole_pass_gives_exactly_the_stock_batches(noisy_data, tmp_path):
+    stock = first_pass(noisy_data, tmp_path, None)
+    once_per_pass = ["--autoassist-refresh-updates", "0"]
+    assert first_pass(noisy_data, tmp_path, "keep-all", "--autoassist-packing", "source-target", *once_per_pass) == stock
+    # The padded-length packing, and the stock sort within chunks, cut other batches of the same pairs.
+    padded = first_pass(noisy_data, tmp_path, "keep-all", *once_per_pass)
+    chunked = first_pass(noisy_data, tmp_path, "keep-all", "--autoassist-packing", "source-target",
+                         "--autoassist-refresh-updates", "2")
+    for batches in (padded, chunked):
+        assert batches != stock
+        assert sorted(pair for batch in batches for pair in batch) == sorted(pair for batch in stock for pair in batch)
+    # Selecting once per pass keeps the batches of the first pass; chunks cut new ones every pass.
+    fixed = first_passes(noisy_data, tmp_path, "keep-all", *once_per_pass, passes=2)
+    rebuilt = first_passes(noisy_data, tmp_path, "keep-all", passes=2)
+    assert fixed[0] == fixed[1] and rebuilt[0] != rebuilt[1]
+
+
+@pytest.mark.slow
+def test_the_packing_report_measures_each_arms_batches_and_noise(noisy_data, tmp_path):
+    run_script("scripts/packing_report.py", "--data", noisy_data, "--out", str(tmp_path), "--preset", "smoke")
+    with open(tmp_path / "packing.json") as f:
+        arms = json.load(f)["arms"]
+    assert list(arms) == ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all"]
+    assert arms["keep-all-stock-batches"] == arms["baseline"]
+    corrupted = arms["baseline"]["groups"]["corrupted"]
+    assert 0.2 < corrupted["pair_share"] < 0.4
+    assert set(arms["keep-all"]["groups"]) == {"corrupted", "clean", "misaligned", "truncated", "duplicate",
+                                                "untranslated", "wrong_language"}
+    assert "| share of target tokens |" in (tmp_path / "packing.md").read_text()
