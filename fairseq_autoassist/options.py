@@ -35,9 +35,10 @@ class RuntimeOptions:
         minimum=0)
     packing: str = option(
         "padded-length", "how a chunk's kept pairs are sorted before fairseq's batch_by_size cuts them into batches: "
-        "padded-length (by max(source, target) length; each batch holds pairs of one padded size) or source-target "
-        "(fairseq's own order, by source and then target length, as the stock task batches); see "
-        "fairseq_autoassist/data/packing.py", choices=lambda: PACKINGS)
+        "padded-length (by max(source, target) length; each batch holds pairs of one padded size), "
+        "padded-length-shuffled (the same, ties in a seeded random order) or source-target (fairseq's own order, by "
+        "source and then target length, as the stock task batches); see fairseq_autoassist/data/packing.py",
+        choices=lambda: PACKINGS)
     sync: bool = option(
         False, "update the Assistant in the training thread (deterministic, for tests and debugging) instead "
         "of a background worker")

@@ -109,10 +109,13 @@ def main(argv=None):
     machine = machine or describe_machine()
     summary = derive(runs, preset["max_update"], preset["bleu_levels"], seconds_per_update)
     command = "python scripts/benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    record = {"command": command}
+    if args.rescore:  # the runs' own command stays the record of how they were trained
+        record = {"command": recorded["command"], "rescored_with": command}
     write_atomically(os.path.join(args.out, "results.json"), json.dumps(
-        {"preset": args.preset, "settings": preset, "command": command, "machine": machine,
+        {"preset": args.preset, "settings": preset, **record, "machine": machine,
          "seconds_per_update": seconds_per_update, "runs": runs, "summary": summary}, indent=2))
-    table = (markdown(summary, command, machine, preset["max_update"], preset["bleu_levels"],
+    table = (markdown(summary, record, machine, preset["max_update"], preset["bleu_levels"],
                       timed=seconds_per_update is not None)
              + equal_update_table(runs, preset.get("validate_interval_updates", 0))
              + equal_token_table(runs, preset.get("validate_interval_updates", 0)))

@@ -50,8 +50,12 @@ def test_ratios_by_target_tokens_count_the_larger_batches_of_an_arm():
     # Isolated seconds per update of each arm turn updates into seconds.
     timed = figures.derive([base, arm], budget=400, seconds_per_update={"baseline": 0.5, "keep-all": 0.55})
     assert timed["keep-all"]["seconds_ratio"]["mean"] == pytest.approx(0.8 * 1.1)
-    table = report.markdown(timed, "cmd", "machine", 400, timed=True)
+    at_budget = figures.derive([base, dict(arm, arm="keep-all@0.8")], budget=400,
+                               seconds_per_update={"baseline": 0.5, "keep-all": 0.55})
+    assert at_budget["keep-all@0.8"]["seconds_per_update_ratio"]["mean"] == pytest.approx(1.1)
+    table = report.markdown(timed, {"command": "cmd"}, "machine", 400, timed=True)
     assert "| keep-all | 1.100 | 0.80 | 0.88 | 0.88 |" in table
+    assert "budget frontier" not in table  # no budget-matched baseline among the runs
 
 
 def test_tokens_between_epoch_ends_are_interpolated():
@@ -78,7 +82,7 @@ def test_figures_compare_with_the_budget_matched_baseline():
     # The baseline gained 1.0 BLEU in its last quarter (29 by 300 updates, 30 at 400): no plateau yet.
     assert summary["baseline"]["plateau_gain"]["mean"] == pytest.approx(1.0)
     assert "plateau_gain" not in summary["uniform"] and "beats_budget_0.8" not in summary["baseline-cosine-0.8"]
-    table = report.markdown(summary, "cmd", "machine", 400)
+    table = report.markdown(summary, {"command": "cmd"}, "machine", 400)
     assert "| assistant | 1.000 | 0.62 | 0.62 |" in table
     assert "| uniform | 1.000 | not reached | not reached |" in table
 
@@ -129,7 +133,7 @@ def test_an_arm_is_placed_on_a_frontier_concave_in_the_cost():
         assert summary["keep-all"][f"frontier_updates_{measure}"]["above"] == 1
         assert f"frontier_updates_{measure}" not in summary["baseline"]
         assert f"frontier_updates_{measure}" not in summary["baseline-cosine-0.8"]
-    table = report.markdown(summary, "cmd", "machine", 400)
+    table = report.markdown(summary, {"command": "cmd"}, "machine", 400)
     assert "| uniform@0.6 | no saving | no saving |" in table
     assert "| keep-all | beyond the full baseline |" in table
     # Every seed counts: one below and one above the frontier are both named beside the mean of the others.
@@ -158,7 +162,7 @@ def test_kept_shares_of_corrupted_and_clean_pairs_are_tabulated_after_the_first_
     assert summary["learnable"]["kept_share_noisy"]["mean"] == pytest.approx(0.3)
     assert summary["learnable"]["kept_share_clean"]["mean"] == pytest.approx(0.9)
     assert "kept_share_noisy" not in summary["baseline"]
-    assert "| learnable | 0.30 | 0.90 |" in report.markdown(summary, "cmd", "machine", 300)
+    assert "| learnable | 0.30 | 0.90 |" in report.markdown(summary, {"command": "cmd"}, "machine", 300)
 
 
 TRAIN_LINE = ("2026-11-30 | INFO | train | epoch {epoch:03d} | loss 4.1 | wpb 1700 | train_wall {wall} "
@@ -183,7 +187,7 @@ def test_the_selection_cpu_share_comes_from_the_last_epoch_of_an_arm_that_logs_i
     summary = figures.derive(runs, budget=20)
     assert summary["assistant"]["selection_cpu_share"]["mean"] == pytest.approx(8 / 400)
     assert "selection_cpu_share" not in summary["baseline"]
-    assert "| assistant | 0.0200 |" in report.markdown(summary, "cmd", "machine", 20)
+    assert "| assistant | 0.0200 |" in report.markdown(summary, {"command": "cmd"}, "machine", 20)
 
 
 def test_every_validation_is_checkpointed_so_the_best_one_has_its_checkpoint(tmp_path):
@@ -257,7 +261,9 @@ def test_smoke_preset_runs_every_arm_and_writes_every_output(smoke_run):
     run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out / "rescored"), "--rescore",
                str(out / "results.json"))
     with open(out / "rescored" / "results.json") as f:
-        assert json.load(f)["summary"] == results["summary"]
+        rescored = json.load(f)
+    assert rescored["summary"] == results["summary"] and rescored["command"] == results["command"]
+    assert "--rescore" in rescored["rescored_with"]
     # A second run reuses every finished arm.
     again = run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out)).stdout
     assert again.count("already finished; reusing it") == len(PRESETS["smoke"]["arms"]) and "running " not in again
@@ -314,9 +320,8 @@ def test_the_overhead_benchmark_times_every_arm_on_its_own_batches(prepared_data
     assert list(result["median_seconds_per_update"]) == ["baseline", "keep-all", "learnable", "keep-all-stock-batches"]
     assert all(ratio > 0 for ratio in result["ratio_to_baseline"].values())
     assert result["cpu"]["learnable"]["assistant_updates"] > 0 and result["cpu"]["baseline"] == {}
-    # The stock batches through the plugin carry what the stock task's carry; its own packing does not.
-    tokens = result["target_tokens_per_update"]
-    assert tokens["keep-all-stock-batches"] != tokens["keep-all"]
+    assert all(result["target_tokens_per_update"][arm] < result["padded_positions_per_update"][arm]
+               for arm in result["median_seconds_per_update"])
 
 
 def test_every_arm_of_every_preset_is_a_valid_arm_argument():

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from fairseq_autoassist.benchmark.arms import PACKING_ARMS
 from fairseq_autoassist.data.packing import packing_key, update_weight_shares
 from fairseq_autoassist.recipes import build_trainer, recipe
 
@@ -29,8 +30,20 @@ def test_source_target_packing_is_fairseqs_order_and_padded_length_sorts_by_the_
     everything = np.arange(4)
     assert sorted_by("source-target", everything, source, target).tolist() == [3, 0, 1, 2]
     assert sorted_by("padded-length", everything, source, target).tolist() == [3, 1, 2, 0]
-    with pytest.raises(ValueError, match="padded-length, source-target"):
+    with pytest.raises(ValueError, match="padded-length, padded-length-shuffled, source-target"):
         packing_key("by-colour", source, target, everything)
+
+
+def test_the_shuffled_packing_orders_one_padded_size_at_random_by_its_seed():
+    source, target = np.full(200, 8), np.arange(200) % 8 + 1  # one padded size, targets of every length
+    rank = np.arange(200)  # fairseq's order: by target length here
+    orders = {seed: np.argsort(packing_key("padded-length-shuffled", source, target, rank, seed)) for seed in (1, 2)}
+    assert orders[1].tolist() == np.argsort(packing_key("padded-length-shuffled", source, target, rank, 1)).tolist()
+    assert orders[1].tolist() != orders[2].tolist()
+    # No trace of the target-length order: the first half holds short and long targets alike.
+    assert abs(np.mean(target[orders[1][:100]]) - np.mean(target)) < 0.5
+    longer = np.maximum(source, target) + np.arange(200) % 2
+    assert (np.diff(longer[np.argsort(packing_key("padded-length-shuffled", source, longer, rank, 1))]) >= 0).all()
 
 
 def test_a_batch_of_corrupted_pairs_carries_more_of_its_update_than_their_token_share():
@@ -96,7 +109,7 @@ def test_the_packing_report_measures_each_arms_batches_and_noise(noisy_data, tmp
     run_script("scripts/packing_report.py", "--data", noisy_data, "--out", str(tmp_path), "--preset", "smoke")
     with open(tmp_path / "packing.json") as f:
         arms = json.load(f)["arms"]
-    assert list(arms) == ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all"]
+    assert list(arms) == PACKING_ARMS
     assert arms["keep-all-stock-batches"] == arms["baseline"]
     corrupted = arms["baseline"]["groups"]["corrupted"]
     assert 0.2 < corrupted["pair_share"] < 0.4

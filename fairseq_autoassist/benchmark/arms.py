@@ -30,6 +30,8 @@ ARMS = {
     "keep-all-stock-sort": {"policy": "keep-all", "extra": ["--autoassist-packing", "source-target"]},
     "keep-all-stock-batches": {"policy": "keep-all", "extra": ["--autoassist-packing", "source-target",
                                                               "--autoassist-refresh-updates", "0"]},
+    "keep-all-shuffled-fixed": {"policy": "keep-all", "extra": ["--autoassist-packing", "padded-length-shuffled",
+                                                               "--autoassist-refresh-updates", "0"]},
     "spl": {"policy": "spl"},
     "progress": {"policy": "progress"},
     "loss-percentile": {"policy": "loss-percentile"},
@@ -39,7 +41,8 @@ ARMS = {
 }
 
 QUICK_ARMS = ["baseline", "assistant", "assistant-iw", "infobatch", "uniform", "spl"]
-PACKING_ARMS = ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all"]
+PACKING_ARMS = ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all-shuffled-fixed",
+                "keep-all"]
 FRONTIER_BASELINES = ["baseline-cosine-0.4", "baseline-cosine-0.5", "baseline-cosine-0.6", "baseline-cosine-0.8"]
 
 # ``bleu_levels``: the validation BLEU levels whose update and token ratios are tabulated.

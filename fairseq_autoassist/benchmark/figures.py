@@ -177,8 +177,8 @@ def derive(runs, budget, bleu_levels=(), seconds_per_update=None):
 
 
 def _seconds_ratio(arm, seconds_per_update):
-    """The arm's isolated seconds per update over the stock task's."""
-    return _ratio(seconds_per_update.get(arm), seconds_per_update.get("baseline"))
+    """The arm's isolated seconds per update over the stock task's (an ``ARM@FRACTION`` updates as ARM does)."""
+    return _ratio(seconds_per_update.get(arm.partition("@")[0]), seconds_per_update.get("baseline"))
 
 
 def level_key(cost, level):

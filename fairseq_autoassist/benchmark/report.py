@@ -62,20 +62,21 @@ def frontier_table(summary, timed):
     """Each arm on the budget frontier of the stock baselines, by each measure and cost."""
     costs = COSTS + (("seconds",) if timed else ())
     header = [f"by {measure.replace('_', ' ')}: {cost.replace('_', ' ')}" for measure in MEASURES for cost in costs]
-    lines = [_row("arm", header), "|---" * (len(header) + 1) + "|"]
-    for arm in in_table_order(summary):
-        s = summary[arm]
-        if not any(key.startswith("frontier_") for key in s):
-            continue
-        lines.append(_row(arm, [cell(s.get(f"frontier_{cost}_{measure}"), unreached="no saving")
-                                for measure in MEASURES for cost in costs]))
-    return lines
+    rows = [_row(arm, [cell(summary[arm].get(f"frontier_{cost}_{measure}"), unreached="no saving")
+                       for measure in MEASURES for cost in costs])
+            for arm in in_table_order(summary) if any(key.startswith("frontier_") for key in summary[arm])]
+    return [_row("arm", header), "|---" * (len(header) + 1) + "|", *rows] if rows else []
 
 
-def markdown(summary, command, machine, budget, bleu_levels=(), timed=False):
+def markdown(summary, record, machine, budget, bleu_levels=(), timed=False):
+    """The tables of ``summary``; ``record``: the ``command`` that trained the runs and, when their figures were
+    recomputed later, the command that did (``rescored_with``)."""
     arms = in_table_order(summary)
-    lines = [
-        f"Command: `{command}`", "", f"Machine: {machine}", "",
+    lines = [f"Command: `{record['command']}`", ""]
+    if "rescored_with" in record:
+        lines += [f"Figures recomputed from the recorded runs with: `{record['rescored_with']}`", ""]
+    lines += [
+        f"Machine: {machine}", "",
         "Every figure comes from every validation of a run (one definition of \"best\"), mean ± half the range "
         "over seeds. Ratios are against the stock translation task of the same seed, by updates and by target "
         "tokens trained on (the plugin's batches carry more target tokens per update than the stock task's)"
@@ -84,14 +85,17 @@ def markdown(summary, command, machine, budget, bleu_levels=(), timed=False):
            "; no time column: give --seconds-per-update the output of scripts/benchmark_overhead.py")
         + f". Every arm trains {budget} updates but a budget-matched baseline and an ARM@FRACTION, which train for "
         "that fraction of them. The test BLEU is that of the checkpoint of the best validation BLEU.", "",
-        *main_table(summary, timed), "",
-        "The budget frontier: the cost at which a stock baseline annealing at that budget reaches the arm's best "
-        "validation BLEU, its lowest validation loss or its test BLEU, interpolated between the budget-matched and "
-        "the full baselines of its seed linearly in the logarithm of the cost; the arm's cost over that (under 1: it "
-        "saves). \"no saving\": below the smallest budget's figure; \"beyond the full baseline\": above the full "
-        "baseline's, where the frontier cannot say what a stock run would need. Every seed is counted.", "",
-        *frontier_table(summary, timed),
+        *main_table(summary, timed),
     ]
+    frontier = frontier_table(summary, timed)
+    if frontier:
+        lines += [
+            "", "The budget frontier: the cost at which a stock baseline annealing at that budget reaches the arm's "
+            "best validation BLEU, its lowest validation loss or its test BLEU, interpolated between the budget-matched "
+            "and the full baselines of its seed linearly in the logarithm of the cost; the arm's cost over that (under "
+            "1: it saves). \"no saving\": below the smallest budget's figure; \"beyond the full baseline\": above the "
+            "full baseline's, where the frontier cannot say what a stock run would need. Every seed is counted.", "",
+            *frontier]
     noisy = [arm for arm in arms if "kept_share_noisy" in summary[arm]]
     if noisy:
         lines += ["", "Kept share after the first epoch (mean over the epochs), of the corrupted and of the clean pairs:",

@@ -75,7 +75,7 @@ def training_order(task, dataset, seed, epoch, max_positions, ignore_invalid_inp
     return ordered
 
 
-def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple, ordered, packing):
+def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple, ordered, packing, seed):
     """``make_batches(indices) -> list of index arrays``: fairseq's ``batch_by_size`` (same token budget
     and bucketing as the stock task) over ``indices`` sorted by ``packing`` (``data.packing``).
 
@@ -85,7 +85,7 @@ def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size
     """
     rank = np.empty(len(dataset), dtype=np.int64)
     rank[ordered] = np.arange(len(ordered))
-    batching_key = packing_key(packing, dataset.src_sizes, dataset.tgt_sizes, rank)
+    batching_key = packing_key(packing, dataset.src_sizes, dataset.tgt_sizes, rank, seed)
 
     def make_batches(indices):
         indices = np.asarray(indices, dtype=np.int64)

@@ -10,6 +10,8 @@ together. Two sorts (``--autoassist-packing``):
   the edges of each source length's run of batches.
 * ``padded-length``: by the padded size ``max(source, target)``, fairseq's order breaking ties. A batch then
   holds pairs of one padded size, whatever the ratio of their sides.
+* ``padded-length-shuffled``: by the padded size, ties in a seeded random order, so that within one padded size
+  no order by source or target length remains to line up the pairs of unusual length ratio.
 
 The criterion sums a batch's token losses and the trainer divides the gradient by the batch's target tokens,
 so every update weighs each of its target tokens by one over the batch's tokens. ``update_weight_shares``
@@ -19,20 +21,23 @@ of a noisy corpus, say) carries, averaged over the updates, against their share 
 
 import numpy as np
 
-PACKINGS = ("padded-length", "source-target")
+PACKINGS = ("padded-length", "padded-length-shuffled", "source-target")
 
 
-def packing_key(packing, source_sizes, target_sizes, fairseq_rank):
+def packing_key(packing, source_sizes, target_sizes, fairseq_rank, seed=0):
     """A sort key per dataset index for ``packing``: sorting a chunk by it gives that packing's order.
 
     ``fairseq_rank[i]`` is pair ``i``'s position in fairseq's order (source length, then target length, ties in
-    a seeded random order), which breaks every remaining tie, so the key orders pairs totally."""
+    a seeded random order), which breaks every remaining tie, so the key orders pairs totally; ``seed`` draws
+    the random order of ``padded-length-shuffled``."""
     rank = np.asarray(fairseq_rank, dtype=np.int64)
     if packing == "source-target":
         return rank
+    padded_size = np.maximum(source_sizes, target_sizes).astype(np.int64)
     if packing == "padded-length":
-        padded_size = np.maximum(source_sizes, target_sizes).astype(np.int64)
         return padded_size * len(rank) + rank
+    if packing == "padded-length-shuffled":
+        return padded_size * len(rank) + np.random.default_rng(seed).permutation(len(rank))
     raise ValueError(f"unknown packing {packing!r}; choose one of {', '.join(PACKINGS)}")
 
 

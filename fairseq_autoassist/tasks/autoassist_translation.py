@@ -95,7 +95,7 @@ class AutoAssistTranslationTask(TranslationTask):
             )
         candidates = training_order(self, dataset, seed, epoch, max_positions, ignore_invalid_inputs)
         make_batches = token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple,
-                                            candidates, self.cfg.autoassist_packing)
+                                            candidates, self.cfg.autoassist_packing, seed)
         full_batches = make_batches(candidates)
         # A copy: the batches are views of one array of every pair, which the dummy would keep alive.
         dummy_batch = full_batches[0].copy()
