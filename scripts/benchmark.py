@@ -25,9 +25,10 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 
-from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, noise_list
+from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, noise_list
 from fairseq_autoassist.benchmark.figures import derive, with_validations
 from fairseq_autoassist.benchmark.report import describe_machine, equal_token_table, equal_update_table, markdown, plot
 from fairseq_autoassist.benchmark.runs import finished_runs, run_arm, smoke_data
@@ -44,9 +45,31 @@ def train_arms(parser, args, preset):
     if preset.get("noisy") and not os.path.isfile(noise_list(data)):
         parser.error(f"--preset {args.preset} needs a noisy corpus, but {noise_list(data)} is missing; prepare "
                      "the output of scripts/make_noisy_corpus.py with scripts/prepare_multi30k.py --raw-dir")
-    arms = ["baseline"] + [arm for arm in (args.arms or preset["arms"]) if arm != "baseline"]
+    arms = args.arms or preset["arms"]
+    if "baseline" not in arms:
+        logging.getLogger("benchmark").warning(
+            "--arms has no baseline: every figure is against the stock baseline of the same seed, so tabulate these "
+            "runs with one (--rescore with the results.json that holds it, or add baseline to --arms)")
     return [run_arm(arm, seed, data, args.out, preset, args.device == "cpu")
             for seed in (args.seeds or preset["seeds"]) for arm in arms]
+
+
+def read_recorded_runs(parser, paths):
+    """The runs of the results.json files ``paths`` (later files win for the same arm and seed), the first file's
+    command and the machines."""
+    runs, commands, machines = {}, [], []
+    for path in paths:
+        try:
+            with open(path) as f:
+                recorded = json.load(f)
+        except (OSError, ValueError) as error:
+            parser.error(f"--rescore {path}: not a results.json of scripts/benchmark.py ({error})")
+        runs.update({(run["seed"], run["arm"]): with_validations(run) for run in recorded["runs"]})
+        commands.append(recorded["command"])
+        machines.append(recorded.get("machine") or "unknown")
+    order = in_table_order(arm for _, arm in runs)
+    return {"runs": [runs[key] for key in sorted(runs, key=lambda key: (key[0], order.index(key[1])))],
+            "command": " ; ".join(dict.fromkeys(commands)), "machine": " ; ".join(dict.fromkeys(machines))}
 
 
 def read_seconds_per_update(parser, path):
@@ -80,9 +103,10 @@ def main(argv=None):
     parser.add_argument("--report", action="store_true",
                         help="train nothing: tabulate every finished run in OUT/runs, of any arm and seed (while other "
                         "commands still run, or to gather what several commands ran)")
-    parser.add_argument("--rescore", metavar="RESULTS_JSON",
-                        help="train nothing: recompute every figure from the runs recorded in a results.json (a "
-                        "committed benchmark's) and write the outputs to OUT")
+    parser.add_argument("--rescore", metavar="RESULTS_JSON", nargs="+",
+                        help="train nothing: recompute every figure from the runs recorded in one or more results.json "
+                        "(a committed benchmark's, and the --report of new runs beside it; a run recorded twice is "
+                        "taken from the later file) and write the outputs to OUT")
     parser.add_argument("--seconds-per-update", metavar="FILE",
                         help="the --output of scripts/benchmark_overhead.py (each arm's isolated seconds per update "
                         "on its own batches), for the time columns")
@@ -97,9 +121,8 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     machine = args.machine
     if args.rescore:
-        with open(args.rescore) as f:
-            recorded = json.load(f)
-        runs, machine = [with_validations(run) for run in recorded["runs"]], machine or recorded.get("machine")
+        recorded = read_recorded_runs(parser, args.rescore)
+        runs, machine = recorded["runs"], machine or recorded["machine"]
     elif args.report:
         if not os.path.isdir(os.path.join(args.out, "runs")):
             parser.error(f"--report: {args.out} holds no runs/ folder; give the --out of the runs to tabulate")
@@ -108,7 +131,7 @@ def main(argv=None):
         runs = train_arms(parser, args, preset)
     machine = machine or describe_machine()
     summary = derive(runs, preset["max_update"], preset["bleu_levels"], seconds_per_update)
-    command = "python scripts/benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     record = {"command": command}
     if args.rescore:  # the runs' own command stays the record of how they were trained
         record = {"command": recorded["command"], "rescored_with": command}

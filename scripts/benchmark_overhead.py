@@ -17,6 +17,7 @@ in the Assistant's thread. ``scripts/benchmark.py --seconds-per-update`` turns u
 import argparse
 import json
 import logging
+import shlex
 import statistics
 import sys
 import tempfile
@@ -110,7 +111,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     arms = ["baseline"] + [arm for arm in args.arms if arm != "baseline"]
     result = measure(args.data, args.preset, arms, args.seed, args.block_updates, args.blocks)
-    result["command"] = "python scripts/benchmark_overhead.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    result["command"] = "python scripts/benchmark_overhead.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     write_atomically(args.output, json.dumps(result, indent=2))
     for arm in arms:
         logger.info("%-24s %.3f s/update, ratio to baseline %.3f, %.0f target tokens per update %s", arm,

@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 
 import numpy as np
@@ -116,7 +117,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     results = report(args.data, args.preset, args.seed, args.arms)
     os.makedirs(args.out, exist_ok=True)
-    command = "python scripts/packing_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/packing_report.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     write_atomically(os.path.join(args.out, "packing.json"), json.dumps(
         {"command": command, "preset": args.preset, "seed": args.seed, "arms": results}, indent=2))
     table = markdown(results, command)

@@ -389,3 +389,20 @@ def test_report_tabulates_every_finished_run_and_trains_nothing(tmp_path):
     assert "| keep-all@0.6 |" in (tmp_path / "results.md").read_text()
     with pytest.raises(SystemExit):
         benchmark.main(["--preset", "multi30k-long", "--out", str(tmp_path / "elsewhere"), "--report"])
+
+
+def test_rescore_merges_recorded_benchmarks_and_the_later_file_wins(tmp_path):
+    def recorded(name, *runs):
+        path = tmp_path / name
+        path.write_text(json.dumps({"command": f"python scripts/benchmark.py {name}", "machine": "m", "runs": runs}))
+        return str(path)
+
+    old = recorded("old.json", run("baseline", (100, 4.0, 20)), run("keep-all@0.6", (60, 4.5, 10)))
+    new = recorded("new.json", run("keep-all@0.6", (60, 4.2, 18)), run("keep-all-fixed@0.6", (60, 4.3, 15)))
+    assert benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "out"), "--rescore", old, new]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["arm"] for r in results["runs"]] == ["baseline", "keep-all@0.6", "keep-all-fixed@0.6"]
+    assert results["summary"]["keep-all@0.6"]["best_valid_bleu"]["mean"] == 18
+    assert results["command"] == "python scripts/benchmark.py old.json ; python scripts/benchmark.py new.json"
+    with pytest.raises(SystemExit):
+        benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "out"), "--rescore", str(tmp_path / "none.json")])
