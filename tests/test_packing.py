@@ -100,8 +100,9 @@ def test_the_plugins_stock_sort_over_a_whole_pass_gives_exactly_the_stock_batche
         assert sorted(pair for batch in batches for pair in batch) == sorted(pair for batch in stock for pair in batch)
     # Selecting once per pass keeps the batches of the first pass; chunks cut new ones every pass.
     fixed = first_passes(noisy_data, tmp_path, "keep-all", *once_per_pass, passes=2)
-    rebuilt = first_passes(noisy_data, tmp_path, "keep-all", passes=2)
-    assert fixed[0] == fixed[1] and rebuilt[0] != rebuilt[1]
+    rebuilt = first_passes(noisy_data, tmp_path, "keep-all", "--autoassist-refresh-updates", "2", passes=2)
+    assert fixed[0] == fixed[1]
+    assert rebuilt[0] != rebuilt[1]
 
 
 @pytest.mark.slow
@@ -110,7 +111,11 @@ def test_the_packing_report_measures_each_arms_batches_and_noise(noisy_data, tmp
     with open(tmp_path / "packing.json") as f:
         arms = json.load(f)["arms"]
     assert list(arms) == PACKING_ARMS
-    assert arms["keep-all-stock-batches"] == arms["baseline"]
+    # The same batches in another order: the same figures, up to the order of a floating-point sum.
+    stock, through_plugin = arms["baseline"], arms["keep-all-stock-batches"]
+    assert {k: v for k, v in stock.items() if k != "groups"} == {k: v for k, v in through_plugin.items() if k != "groups"}
+    for group, shares in stock["groups"].items():
+        assert through_plugin["groups"][group] == pytest.approx(shares)
     corrupted = arms["baseline"]["groups"]["corrupted"]
     assert 0.2 < corrupted["pair_share"] < 0.4
     assert set(arms["keep-all"]["groups"]) == {"corrupted", "clean", "misaligned", "truncated", "duplicate",

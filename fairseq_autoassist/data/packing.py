@@ -2,7 +2,7 @@
 
 fairseq's ``batch_by_size`` walks a sorted list of pairs and closes a batch when its size times its longest
 ``max(source, target)`` length would pass ``--max-tokens``; the sort therefore decides which pairs train
-together. Two sorts (``--autoassist-packing``):
+together. Three sorts (``--autoassist-packing``):
 
 * ``source-target``: fairseq's own order, by source length and then target length, as the stock translation
   task batches. Within one source length the target lengths run from short to long, so the pairs whose target
