@@ -55,8 +55,8 @@ def train_arms(parser, args, preset):
 
 
 def read_recorded_runs(parser, paths):
-    """The runs of the results.json files ``paths`` (later files win for the same arm and seed), the first file's
-    command and the machines."""
+    """The runs of the results.json files ``paths`` (a later file wins for the same arm and seed), and the files'
+    commands and machines, each named once."""
     runs, commands, machines = {}, [], []
     for path in paths:
         try:
