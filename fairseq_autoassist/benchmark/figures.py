@@ -161,19 +161,26 @@ def derive(runs, budget, bleu_levels=(), seconds_per_update=None):
         figures = run_figures(run, base, budget, bleu_levels, seconds_per_update)
         figures.update(budget_comparisons(run, base, matched, budget))
         if not on_frontier(run["arm"]):
-            for measure, score in MEASURES.items():
-                value = score(run)
-                for cost in COSTS:
-                    frontier = frontiers[(run["seed"], measure, cost)]
-                    if frontier and value is not None:
-                        figures[f"frontier_{cost}_{measure}"] = frontier_ratio(run_cost(run, cost), value, frontier)
-                seconds = _seconds_ratio(run["arm"], seconds_per_update)
-                by_updates = figures.get(f"frontier_updates_{measure}")
-                if seconds is not None and by_updates is not None:
-                    figures[f"frontier_seconds_{measure}"] = by_updates * seconds if isinstance(by_updates, float) \
-                        else by_updates
+            figures.update(frontier_figures(run, frontiers, figures.get("seconds_per_update_ratio")))
         per_arm.setdefault(run["arm"], []).append(figures)
     return summarize(per_arm)
+
+
+def frontier_figures(run, frontiers, seconds_per_update_ratio):
+    """``run`` on its seed's budget frontiers, per measure and cost (``frontier_ratio``), and in seconds (the
+    update figure times the arm's isolated seconds per update over the stock task's) when that ratio is known."""
+    figures = {}
+    for measure, score in MEASURES.items():
+        value = score(run)
+        for cost in COSTS:
+            frontier = frontiers[(run["seed"], measure, cost)]
+            if frontier and value is not None:
+                figures[f"frontier_{cost}_{measure}"] = frontier_ratio(run_cost(run, cost), value, frontier)
+        by_updates = figures.get(f"frontier_updates_{measure}")
+        if seconds_per_update_ratio is not None and by_updates is not None:
+            figures[f"frontier_seconds_{measure}"] = by_updates * seconds_per_update_ratio \
+                if isinstance(by_updates, float) else by_updates
+    return figures
 
 
 def _seconds_ratio(arm, seconds_per_update):

@@ -3,12 +3,17 @@
 import re
 
 
+def _fields(text):
+    """``{name: value}`` of the ``| name value`` fields of a fairseq log line's tail."""
+    return {key: float(value) for key, value in re.findall(r"(\w+) ([-\d.]+)(?= \||$)", text)}
+
+
 def parse_validations(log_text):
     """Every validation of a fairseq-train log by update count (the last one at a count wins):
     ``[{"updates", "valid_loss", "valid_bleu"}]`` in update order."""
     points = {}
     for match in re.finditer(r"\| valid \| epoch \d+ \| valid on '\w+' subset \|(.*)", log_text):
-        fields = dict((key, float(value)) for key, value in re.findall(r"(\w+) ([-\d.]+)(?= \||$)", match.group(1)))
+        fields = _fields(match.group(1))
         if "num_updates" in fields:
             points[int(fields["num_updates"])] = {"updates": int(fields["num_updates"]),
                                                   "valid_loss": fields.get("loss"), "valid_bleu": fields.get("bleu")}
@@ -24,9 +29,7 @@ def parse_epochs(log_text):
         match = summary or valid
         if not match:
             continue
-        fields = dict(
-            (key, float(value)) for key, value in re.findall(r"(\w+) ([-\d.]+)(?= \||$)", match.group(2))
-        )
+        fields = _fields(match.group(2))
         record = epochs.setdefault(int(match.group(1)), {})
         if summary:
             record.update(train_wall=fields.get("train_wall"), num_updates=fields.get("num_updates"),

@@ -48,13 +48,14 @@ def update_weight_shares(batches, target_sizes, groups):
     group's, and the share of the group's pairs that sit in such batches."""
     target_sizes = np.asarray(target_sizes, dtype=np.float64)
     batch_tokens = np.array([target_sizes[batch].sum() for batch in batches])
+    batch_pairs = np.array([len(batch) for batch in batches])
+    all_pairs = np.concatenate(batches)
     shares = {}
     for name, mask in groups.items():
         mask = np.asarray(mask, dtype=bool)
         group_tokens = np.array([target_sizes[batch][mask[batch]].sum() for batch in batches])
         group_pairs = np.array([np.count_nonzero(mask[batch]) for batch in batches])
-        mostly_group = group_pairs > 0.5 * np.array([len(batch) for batch in batches])
-        all_pairs = np.concatenate(batches)
+        mostly_group = group_pairs > 0.5 * batch_pairs
         shares[name] = {
             "update_weight_share": float(np.mean(group_tokens / np.maximum(batch_tokens, 1))),
             "token_share": float(group_tokens.sum() / max(batch_tokens.sum(), 1)),
