@@ -61,6 +61,11 @@ def check_side_by_side(paths, sides):
     return sides
 
 
+def nonempty_pairs(sides):
+    """The indices of the pairs of ``sides`` (two lists of lines) whose two sides both hold text."""
+    return [i for i, (source, target) in enumerate(zip(*sides)) if source.strip() and target.strip()]
+
+
 # The file of a noisy copy's corrupted pairs, written beside the raw corpus and carried into its data folder.
 NOISE_LIST = "noise.tsv"
 

@@ -24,7 +24,15 @@ import tempfile
 import urllib.error
 import urllib.request
 
-from fairseq_autoassist.raw_corpus import NOISE_LIST, PreparationError, find_raw_file, read_parallel
+from fairseq_autoassist.raw_corpus import (
+    NOISE_LIST,
+    PreparationError,
+    find_raw_file,
+    nonempty_pairs,
+    read_noise,
+    read_parallel,
+    write_noise,
+)
 from fairseq_autoassist.recipes import ROOT
 
 logger = logging.getLogger("prepare_multi30k")
@@ -85,6 +93,28 @@ def train_sentencepiece(texts, model_prefix, vocab_size):
     return spm.SentencePieceProcessor(model_file=model_prefix + ".model")
 
 
+def drop_empty_training_pairs(corpora, raw_dir):
+    """Drops the training pairs with an empty side from ``corpora`` (fairseq would train on a lone
+    end-of-sentence token), warns about empty lines of the held-out splits (kept: a test set stays the published
+    one), and returns the raw line numbers of the kept training pairs."""
+    kept_training_lines = None
+    for stem, sides in corpora.items():
+        kept = nonempty_pairs(sides)
+        if stem == "train":
+            kept_training_lines = kept
+        if len(kept) == len(sides[0]):
+            continue
+        if stem == "train":
+            logger.warning("dropped %d training pairs with an empty side (the first at line %d of %s.*)",
+                           len(sides[0]) - len(kept), min(set(range(len(sides[0]))) - set(kept)) + 1,
+                           os.path.join(raw_dir, stem))
+            corpora[stem] = tuple([side[i] for i in kept] for side in sides)
+        else:
+            logger.warning("%s.* has %d pairs with an empty side; kept, so that the split stays the published one",
+                           os.path.join(raw_dir, stem), len(sides[0]) - len(kept))
+    return kept_training_lines
+
+
 def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
     if download:
         download_missing(raw_dir, list(SPLITS), (src, tgt))
@@ -92,6 +122,8 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
     present = [stem for stem in EXTRA_TESTS if all(find_raw_file(raw_dir, stem, lang) for lang in (src, tgt))]
     splits.update((stem, f"test{number}") for number, stem in enumerate(present, start=1))
     corpora = {stem: read_parallel(raw_dir, stem, src, tgt) for stem in splits}
+    raw_training_pairs = len(corpora["train"][0])
+    kept_training_lines = drop_empty_training_pairs(corpora, raw_dir)
     if vocab_size < 16:
         raise PreparationError(f"--vocab-size {vocab_size} is too small; use at least 16")
 
@@ -132,12 +164,15 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
         "pairs": {splits[stem]: len(sides[0]) for stem, sides in corpora.items()},
         "test_sets": {split: stem for stem, split in splits.items() if split.startswith("test")},
         "raw_dir": os.path.abspath(raw_dir),
+        "empty_training_pairs_dropped": raw_training_pairs - len(kept_training_lines),
     }
     # A noisy copy's list of corrupted pairs travels with the data (the benchmark passes it as
     # --autoassist-noise-ids); binarization keeps the line order, so its lines are dataset indices.
     noise_list = os.path.join(dest, NOISE_LIST)
     if os.path.isfile(os.path.join(raw_dir, NOISE_LIST)):
-        shutil.copyfile(os.path.join(raw_dir, NOISE_LIST), noise_list)
+        new_line = {line: number for number, line in enumerate(kept_training_lines)}
+        noise = read_noise(os.path.join(raw_dir, NOISE_LIST))
+        write_noise(noise_list, {new_line[line]: kind for line, kind in noise.items() if line in new_line})
         info["noise_ids"] = NOISE_LIST
     elif os.path.isfile(noise_list):
         os.unlink(noise_list)

@@ -36,7 +36,7 @@ from fairseq_autoassist.assistant.model import balanced_accuracy
 from fairseq_autoassist.data.iterator import load_replay_features
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import read_loss_log
-from fairseq_autoassist.selection import assistant_keep_probabilities
+from fairseq_autoassist.selection import assistant_keep_probabilities, clip_keep_probabilities
 
 logger = logging.getLogger("replay_assistant")
 
@@ -81,7 +81,8 @@ def replay(features, loss_log, config, correct_threshold, base_prob, min_keep_pr
         reference_mean = batch_mean if reference_mean is None else (
             REFERENCE_LOSS_MEAN_DECAY * reference_mean + (1 - REFERENCE_LOSS_MEAN_DECAY) * batch_mean)
         if pass_index > 1:
-            keep_prob = assistant_keep_probabilities(scores, assistant.confidence, base_prob, min_keep_prob)
+            keep_prob = clip_keep_probabilities(
+                assistant_keep_probabilities(scores, assistant.confidence, base_prob), min_keep_prob)
         else:
             keep_prob = np.ones(len(ids))
         kept = rng.random(len(ids)) < keep_prob

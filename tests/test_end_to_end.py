@@ -201,6 +201,22 @@ def test_bad_input_gets_one_clear_line(prepared_data, tmp_path):
     assert "paces its selection by the fraction of training done; set --max-update or --max-epoch" in unpaced.stdout
 
 
+def test_a_token_budget_below_the_longest_pair_and_a_truncated_checkpoint_end_in_one_line(prepared_data, tmp_path):
+    small = run_script("-m", "fairseq_cli.train", *tiny_recipe(prepared_data, tmp_path / "small", max_tokens=8),
+                       check=False)
+    assert small.returncode != 0 and "Traceback" not in small.stdout
+    assert re.search(r"error: a budget of 8 tokens per batch is below the longest pair of split 'train' .*"
+                     r"raise --max-tokens to at least \d+", small.stdout)
+    save_dir = tmp_path / "truncated"
+    fairseq_train(prepared_data, save_dir, policy="uniform", max_epoch=1)
+    last = save_dir / "checkpoint_last.pt"
+    last.write_bytes(last.read_bytes()[:5000])
+    resumed = fairseq_train(prepared_data, save_dir, policy="uniform", max_epoch=2, check=False)
+    assert resumed.returncode != 0 and "Traceback" not in resumed.stdout
+    assert f"error: checkpoint {last} cannot be read" in resumed.stdout
+    assert f"--restore-file {save_dir / 'checkpoint_best.pt'}" in resumed.stdout
+
+
 @pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl", "progress", "learnable", "loss-percentile",
                                     "competence"])
 def test_peer_policies_share_the_shrinking_iterator(prepared_data, tmp_path, policy):

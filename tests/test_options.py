@@ -4,10 +4,11 @@ import os
 import re
 from dataclasses import fields, replace
 
+import numpy as np
 import pytest
 
 from fairseq_autoassist.assistant import AssistantConfig
-from fairseq_autoassist.data.folders import check_data_folders, check_split
+from fairseq_autoassist.data.folders import check_data_folders, check_split, check_token_budget
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.option_fields import option_fields
 from fairseq_autoassist.options import GROUPS, AutoAssistOptions, RuntimeOptions, build, option_table, validate
@@ -85,3 +86,12 @@ def test_data_folder_problems_name_the_fix(tmp_path):
     (tmp_path / "train.de-en.de.bin").write_bytes(b"")
     with pytest.raises(AutoAssistConfigError, match="the split 'train' in .* has no sentence pairs"):
         check_split(str(tmp_path), "train", "de", "en")
+
+
+def test_a_token_budget_below_the_longest_pair_names_the_flag_and_the_length():
+    src_sizes, tgt_sizes = np.array([5, 30, 9, 2000]), np.array([6, 12, 40, 7])
+    check_token_budget("train", src_sizes, tgt_sizes, 40, (1024, 1024), "--max-tokens")
+    with pytest.raises(AutoAssistConfigError, match=re.escape(
+            "a budget of 39 tokens per batch is below the longest pair of split 'train' (pair 2: 40 tokens on its "
+            "longer side, 1 pairs over the budget); raise --max-tokens to at least 40")):
+        check_token_budget("train", src_sizes, tgt_sizes, 39, (1024, 1024), "--max-tokens")

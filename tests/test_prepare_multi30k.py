@@ -59,3 +59,14 @@ def test_main_reports_errors_as_one_message_and_an_exit_code(tmp_path, caplog):
     [record] = caplog.records
     assert "train.de[.gz] is missing; check --raw-dir" in record.getMessage()
     assert record.exc_info is None
+
+
+def test_empty_training_pairs_are_dropped_with_a_count_and_the_noise_list_follows(tmp_path, caplog):
+    corpora = {"train": (["a", "", "c", "d"], ["A", "B", " ", "D"]), "val": (["x", ""], ["X", "Y"])}
+    with caplog.at_level(logging.WARNING, logger="prepare_multi30k"):
+        kept = prepare.drop_empty_training_pairs(corpora, str(tmp_path))
+    assert kept == [0, 3] and corpora["train"] == (["a", "d"], ["A", "D"])
+    assert corpora["val"] == (["x", ""], ["X", "Y"])  # a held-out split stays the published one
+    messages = [record.getMessage() for record in caplog.records]
+    assert "dropped 2 training pairs with an empty side (the first at line 2 of" in messages[0]
+    assert "has 1 pairs with an empty side; kept" in messages[1]

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairseq_autoassist.selection import (
+    POLICIES,
     LatestLossTable,
     LossBand,
     LossHistory,
@@ -15,6 +16,7 @@ from fairseq_autoassist.selection import (
     Selector,
     assistant_keep_probabilities,
     batch_importance_weights,
+    clip_keep_probabilities,
     competence_keep_probabilities,
     difficulty_shares,
     draw_keep_mask,
@@ -31,31 +33,48 @@ probabilities = st.floats(allow_nan=True, allow_infinity=True, width=32)
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(probabilities, min_size=1, max_size=50),
-    probabilities,
-    st.floats(0, 1),
-    st.floats(1e-4, 1),
-)
-def test_keep_probability_is_bounded_for_any_assistant_output(informative, confidence, base_prob, floor):
-    keep = assistant_keep_probabilities(np.array(informative), confidence, base_prob, floor)
+@given(st.lists(probabilities, min_size=1, max_size=50), st.floats(1e-4, 1))
+def test_clipped_keep_probabilities_are_bounded_for_any_rule_output(keep, floor):
+    keep = clip_keep_probabilities(np.array(keep), floor)
     assert np.all(keep >= floor) and np.all(keep <= 1.0)
     weights = importance_weights(keep)
     assert np.all(np.isfinite(weights)) and np.all(weights <= 1.0 / floor + 1e-3)
 
 
+def _selector_of_every_rule(policy, floor):
+    """A selector of ``policy`` whose loss table has seen pairs 0-49 (a rising loss) and whose Assistant
+    predicts 0 for every pair: every rule then has pairs it would keep with probability 0."""
+    options = SelectionOptions(policy=policy.name, min_keep_prob=floor, base_prob=0.0, uniform_keep_prob=1e-6,
+                               infobatch_prune_ratio=1.0, percentile_power=8.0, competence_start=1e-6,
+                               spl_start_fraction=0.0)
+    table = policy.build_loss_table(100, options, steps_per_pass=10, mean_decay=0.0)
+    if table is not None:
+        for _ in range(3):
+            table.submit(np.arange(50), np.linspace(0.1, 9.0, 50))
+    return Selector(options, SelectionSchedule(warmup_epochs=0, max_update=100), seed=1,
+                    worker=_Worker(_ConstantAssistant(0.0, 1.0)), loss_table=table,
+                    difficulty=difficulty_shares(np.arange(100.0)))
+
+
+@pytest.mark.parametrize("policy", [p for p in POLICIES.values() if p.keep is not None], ids=lambda p: p.name)
+def test_every_policy_keeps_every_pair_with_at_least_the_floor(policy):
+    selector = _selector_of_every_rule(policy, floor=0.07)
+    keep = selector.keep_probabilities(np.arange(100), epoch=2)
+    if keep is not None:
+        assert keep.min() == pytest.approx(0.07) and keep.max() <= 1.0
+
+
 def test_paper_rule():
     p = np.array([0.0, 0.5, 1.0])
     # Confident Assistant: b = base_prob.
-    np.testing.assert_allclose(assistant_keep_probabilities(p, 0.9, 0.5, 0.05), [0.5, 0.75, 1.0])
+    np.testing.assert_allclose(assistant_keep_probabilities(p, 0.9, 0.5), [0.5, 0.75, 1.0])
     # Unconfident Assistant: b = 1 - confidence, so it filters little.
-    np.testing.assert_allclose(assistant_keep_probabilities(p, 0.2, 0.5, 0.05), [0.8, 0.9, 1.0])
-    # base_prob 0 with a perfect Assistant: the floor keeps every pair reachable.
-    np.testing.assert_allclose(assistant_keep_probabilities(p, 1.0, 0.0, 0.05), [0.05, 0.5, 1.0])
+    np.testing.assert_allclose(assistant_keep_probabilities(p, 0.2, 0.5), [0.8, 0.9, 1.0])
+    np.testing.assert_allclose(assistant_keep_probabilities(p, 1.0, 0.0), [0.0, 0.5, 1.0])
 
 
 def test_nan_predictions_keep_the_pair():
-    keep = assistant_keep_probabilities(np.array([np.nan, 0.0]), np.nan, 0.0, 0.05)
+    keep = assistant_keep_probabilities(np.array([np.nan, 0.0]), np.nan, 0.0)
     np.testing.assert_allclose(keep, [1.0, 1.0])
 
 
@@ -94,7 +113,7 @@ def test_keep_mask_depends_only_on_seed_epoch_and_chunk():
 def test_importance_weighting_makes_the_expected_loss_unbiased():
     rng = np.random.default_rng(0)
     losses = rng.gamma(2.0, 1.0, size=500)
-    keep = assistant_keep_probabilities(rng.random(500), 0.9, 0.3, 0.05)
+    keep = assistant_keep_probabilities(rng.random(500), 0.9, 0.3)
     weights = importance_weights(keep)
     totals = [
         np.sum(losses * weights * draw_keep_mask(keep, seed=0, pass_index=2, chunk=trial))
@@ -152,7 +171,7 @@ def test_a_weighted_batch_has_the_gradient_scale_of_an_unweighted_one():
     model = torch.nn.Linear(8, 1)
     inputs = torch.as_tensor(rng.normal(size=(2000, 8)), dtype=torch.float32)
     tokens = rng.integers(5, 30, size=2000)
-    keep = assistant_keep_probabilities(rng.random(2000), 0.9, 0.3, 0.05)
+    keep = assistant_keep_probabilities(rng.random(2000), 0.9, 0.3)
 
     def gradient_norm(batch, weights):
         model.zero_grad()
@@ -174,15 +193,15 @@ def test_a_weighted_batch_has_the_gradient_scale_of_an_unweighted_one():
     assert np.mean(weighted) == pytest.approx(np.mean(unweighted), rel=0.1)
 
 
-def test_uniform_rule_respects_floor():
-    np.testing.assert_allclose(uniform_keep_probabilities(3, 0.0, 0.1), [0.1, 0.1, 0.1])
+def test_uniform_rule_keeps_every_pair_with_the_same_probability():
+    np.testing.assert_allclose(uniform_keep_probabilities(3, 0.3), [0.3, 0.3, 0.3])
 
 
 def test_infobatch_prunes_only_below_mean_pairs_and_keeps_unseen_ones():
     losses = np.array([np.nan, 1.0, 2.0, 3.0, 6.0])
-    keep = infobatch_keep_probabilities(losses, mean_loss=3.0, prune_ratio=0.5, min_keep_prob=0.05)
+    keep = infobatch_keep_probabilities(losses, mean_loss=3.0, prune_ratio=0.5)
     np.testing.assert_allclose(keep, [1.0, 0.5, 0.5, 1.0, 1.0])
-    np.testing.assert_allclose(infobatch_keep_probabilities(losses, np.nan, 0.5, 0.05), [1.0] * 5)
+    np.testing.assert_allclose(infobatch_keep_probabilities(losses, np.nan, 0.5), [1.0] * 5)
 
 
 def test_peer_policies_compare_a_chunk_with_the_whole_corpus():
@@ -219,9 +238,9 @@ def test_self_paced_learning_compares_per_token_losses_with_a_growing_quantile()
     table = LatestLossTable(5)
     table.submit([1, 2, 3, 4], [0.5, 1.0, 1.5, 2.0])
     losses = table.lookup(np.arange(5))
-    np.testing.assert_allclose(self_paced_keep_probabilities(losses, table.seen_quantile(0.5), 0.05),
-                               [1.0, 1.0, 1.0, 0.05, 0.05])
-    np.testing.assert_allclose(self_paced_keep_probabilities(losses, table.seen_quantile(1.0), 0.05), [1.0] * 5)
+    np.testing.assert_allclose(self_paced_keep_probabilities(losses, table.seen_quantile(0.5)),
+                               [1.0, 1.0, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(self_paced_keep_probabilities(losses, table.seen_quantile(1.0)), [1.0] * 5)
     assert np.isnan(LatestLossTable(3).seen_quantile(0.5))
 
 
@@ -353,11 +372,11 @@ def test_loss_percentile_keeps_high_loss_pairs_and_every_unseen_one():
     percentiles = table.seen_percentiles(table.lookup(np.arange(6)))
     np.testing.assert_allclose(percentiles[:4], [0.0, 0.25, 0.5, 0.75])
     assert np.isnan(percentiles[4:]).all()
-    keep = loss_percentile_keep_probabilities(percentiles, power=2.0, min_keep_prob=0.05)
-    np.testing.assert_allclose(keep, [0.05, 0.0625, 0.25, 0.5625, 1.0, 1.0])
+    keep = loss_percentile_keep_probabilities(percentiles, power=2.0)
+    np.testing.assert_allclose(keep, [0.0, 0.0625, 0.25, 0.5625, 1.0, 1.0])
     # With power p the mean keep probability over uniform percentiles is 1 / (p + 1).
     uniform = np.linspace(0, 1, 10001)
-    assert loss_percentile_keep_probabilities(uniform, 3.0, 1e-9).mean() == pytest.approx(0.25, abs=1e-3)
+    assert loss_percentile_keep_probabilities(uniform, 3.0).mean() == pytest.approx(0.25, abs=1e-3)
 
 
 def test_seen_percentiles_of_a_large_table_come_from_a_strided_sample():
@@ -375,7 +394,7 @@ def test_competence_grows_as_a_square_root_from_its_start_to_every_pair():
 def test_the_competence_rule_keeps_the_easiest_pairs_within_the_competence():
     shares = difficulty_shares(np.array([3.0, 1.0, 4.0, 1.5, 9.0]))
     np.testing.assert_allclose(shares, [0.6, 0.2, 0.8, 0.4, 1.0])
-    np.testing.assert_allclose(competence_keep_probabilities(shares, 0.4, 0.05), [0.05, 1.0, 0.05, 1.0, 0.05])
+    np.testing.assert_allclose(competence_keep_probabilities(shares, 0.4), [0.0, 1.0, 0.0, 1.0, 0.0])
     # At 3/4 of the way to full competence (start 0.01) 86.6% of the pairs, easiest first, are open.
     selector = Selector(SelectionOptions(policy="competence", competence_full_at=0.5),
                         SelectionSchedule(warmup_epochs=0, max_update=1000), seed=1,

@@ -1,10 +1,13 @@
-"""Checks of a binarized data folder before fairseq reads it (no fairseq import).
+"""Checks of a binarized data folder before fairseq reads it, and of a token budget against it (no fairseq
+import).
 
 fairseq fails deep inside on a missing folder, dictionary or split, and cannot memory-map an empty
 ``.bin`` file; these checks name the problem and the flag or script that fixes it.
 """
 
 import os
+
+import numpy as np
 
 from ..errors import AutoAssistConfigError
 
@@ -46,3 +49,24 @@ def check_split(data, split, source_lang, target_lang):
             f"the split '{split}' in {path} has no sentence pairs ({data_file} is empty); "
             "re-run the preparation on non-empty files"
         )
+
+
+def check_token_budget(split, src_sizes, tgt_sizes, max_tokens, max_positions, flag):
+    """Refuse a token budget (``flag``, e.g. ``--max-tokens``) below the longest pair of ``split`` within
+    ``max_positions`` (source, target): fairseq would otherwise stop with an assertion inside its batcher, or,
+    for the training split, silently skip every longer pair."""
+    if not max_tokens:
+        return
+    src_sizes = np.asarray(src_sizes)
+    tgt_sizes = np.zeros_like(src_sizes) if tgt_sizes is None else np.asarray(tgt_sizes)
+    sizes = np.maximum(src_sizes, tgt_sizes)
+    if max_positions is not None:
+        sizes = np.where((src_sizes <= max_positions[0]) & (tgt_sizes <= max_positions[1]), sizes, 0)
+    if len(sizes) == 0 or sizes.max() <= max_tokens:
+        return
+    longest = int(sizes.argmax())
+    raise AutoAssistConfigError(
+        f"a budget of {max_tokens} tokens per batch is below the longest pair of split '{split}' (pair {longest}: {int(sizes[longest])} "
+        f"tokens on its longer side, {int((sizes > max_tokens).sum())} pairs over the budget); raise {flag} to at "
+        f"least {int(sizes[longest])}, or drop long pairs with --max-source-positions/--max-target-positions"
+    )

@@ -4,6 +4,7 @@ kept pairs; no fairseq import."""
 from .keep_rules import (
     SelectionSchedule,
     assistant_keep_probabilities,
+    clip_keep_probabilities,
     competence_keep_probabilities,
     difficulty_shares,
     infobatch_keep_probabilities,
@@ -38,6 +39,7 @@ __all__ = [
     "SelectionSchedule",
     "Selector",
     "assistant_keep_probabilities",
+    "clip_keep_probabilities",
     "uniform_keep_probabilities",
     "batch_importance_weights",
     "draw_keep_mask",

@@ -1,8 +1,8 @@
 """Keep probabilities of each selection policy and the schedule that switches selection on and off.
 
-Every rule returns, for a set of candidate pairs, the probability of keeping each one. All
-probabilities are clipped to ``[min_keep_prob, 1]``, so every pair keeps a non-zero chance and an
-importance weight ``1 / p`` stays at most ``1 / min_keep_prob``.
+Every rule returns, for a set of candidate pairs, the probability of keeping each one. The selector
+clips them once with ``clip_keep_probabilities``, so that every pair keeps a non-zero chance and an
+importance weight ``1 / p`` stays at most ``1 / min_keep_prob`` whatever the rule.
 """
 
 import math
@@ -14,12 +14,13 @@ import numpy as np
 from ..option_fields import option
 
 
-def _clip(keep_prob, min_keep_prob):
+def clip_keep_probabilities(keep_prob, min_keep_prob):
+    """Keep probabilities in ``[min_keep_prob, 1]``; NaN (a rule that cannot tell) keeps the pair."""
     keep_prob = np.nan_to_num(np.asarray(keep_prob, dtype=np.float64), nan=1.0)
     return np.clip(keep_prob, min_keep_prob, 1.0)
 
 
-def assistant_keep_probabilities(informative_prob, confidence, base_prob, min_keep_prob):
+def assistant_keep_probabilities(informative_prob, confidence, base_prob):
     """The paper's rule: ``b + (1 - b) * p`` with ``b = max(base_prob, 1 - confidence)``.
 
     An Assistant with low confidence filters little; a NaN prediction or confidence keeps the pair.
@@ -28,14 +29,14 @@ def assistant_keep_probabilities(informative_prob, confidence, base_prob, min_ke
         confidence = 0.0
     floor = max(base_prob, 1.0 - float(confidence))
     informative_prob = np.nan_to_num(np.asarray(informative_prob, dtype=np.float64), nan=1.0)
-    return _clip(floor + (1.0 - floor) * np.clip(informative_prob, 0.0, 1.0), min_keep_prob)
+    return floor + (1.0 - floor) * np.clip(informative_prob, 0.0, 1.0)
 
 
-def uniform_keep_probabilities(num_pairs, keep_prob, min_keep_prob):
-    return _clip(np.full(num_pairs, keep_prob), min_keep_prob)
+def uniform_keep_probabilities(num_pairs, keep_prob):
+    return np.full(num_pairs, keep_prob, dtype=np.float64)
 
 
-def infobatch_keep_probabilities(latest_losses, mean_loss, prune_ratio, min_keep_prob):
+def infobatch_keep_probabilities(latest_losses, mean_loss, prune_ratio):
     """InfoBatch (ICLR 2024): pairs whose latest loss is below ``mean_loss`` (the mean over every
     seen pair of the corpus, not only the candidates) are kept with probability ``1 - prune_ratio``;
     unseen pairs (NaN), the rest, and every pair while no mean is known are kept."""
@@ -43,26 +44,26 @@ def infobatch_keep_probabilities(latest_losses, mean_loss, prune_ratio, min_keep
     keep = np.ones(len(latest_losses))
     if np.isfinite(mean_loss):
         keep[np.isfinite(latest_losses) & (latest_losses < mean_loss)] = 1.0 - prune_ratio
-    return _clip(keep, min_keep_prob)
+    return keep
 
 
-def self_paced_keep_probabilities(latest_losses, threshold, min_keep_prob):
+def self_paced_keep_probabilities(latest_losses, threshold):
     """Self-paced learning: keep the pairs whose per-token loss is at or below ``threshold`` (a
-    quantile of the whole corpus' latest losses that grows over training); the others get only the
-    floor probability; unseen pairs (NaN), and every pair while no threshold is known, are kept."""
+    quantile of the whole corpus' latest losses that grows over training); the others get 0 (the
+    selector's floor); unseen pairs (NaN), and every pair while no threshold is known, are kept."""
     latest_losses = np.asarray(latest_losses, dtype=np.float64)
     keep = np.ones(len(latest_losses))
     if np.isfinite(threshold):
         keep[np.isfinite(latest_losses) & (latest_losses > threshold)] = 0.0
-    return _clip(keep, min_keep_prob)
+    return keep
 
 
-def loss_percentile_keep_probabilities(percentiles, power, min_keep_prob):
+def loss_percentile_keep_probabilities(percentiles, power):
     """Selective Backprop (Jiang et al., 2019): keep a pair with ``percentile ** power``, the percentile
     of its latest per-token loss among every seen pair's; unseen pairs (NaN) are kept. The mean keep
     probability is about ``1 / (power + 1)``."""
     percentiles = np.asarray(percentiles, dtype=np.float64)
-    return _clip(np.where(np.isfinite(percentiles), np.clip(percentiles, 0.0, 1.0) ** power, 1.0), min_keep_prob)
+    return np.where(np.isfinite(percentiles), np.clip(percentiles, 0.0, 1.0) ** power, 1.0)
 
 
 def difficulty_shares(difficulty):
@@ -79,10 +80,10 @@ def competence(progress, start, full_at):
     return min(1.0, math.sqrt(progress / full_at * (1.0 - start ** 2) + start ** 2))
 
 
-def competence_keep_probabilities(shares, competence_now, min_keep_prob):
+def competence_keep_probabilities(shares, competence_now):
     """Competence-based curriculum: keep the pairs whose difficulty share (``difficulty_shares``) is within
-    the current competence; the others get only the floor probability."""
-    return _clip(np.where(np.asarray(shares) <= competence_now, 1.0, 0.0), min_keep_prob)
+    the current competence; the others get 0 (the selector's floor)."""
+    return np.where(np.asarray(shares) <= competence_now, 1.0, 0.0)
 
 
 @dataclass

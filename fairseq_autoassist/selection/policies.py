@@ -9,6 +9,7 @@ its help text, the selector and the task's wiring all read the registry.
 A rule is ``keep(selector, indices, progress) -> keep probabilities, or None to keep every pair``,
 where ``selector`` offers ``options``, ``worker`` and ``loss_table`` and ``progress`` is the
 fraction of training done (None when neither ``--max-update`` nor ``--max-epoch`` is set).
+Rules do not clip: the selector applies ``--autoassist-min-keep-prob`` to every rule's output once.
 """
 
 from dataclasses import dataclass
@@ -64,15 +65,11 @@ def _assistant(selector, indices, progress):
     if not selector.worker.healthy:
         return None
     assistant = selector.worker.snapshot()
-    options = selector.options
-    return assistant_keep_probabilities(
-        assistant.predict(indices), assistant.confidence, options.base_prob, options.min_keep_prob
-    )
+    return assistant_keep_probabilities(assistant.predict(indices), assistant.confidence, selector.options.base_prob)
 
 
 def _uniform(selector, indices, progress):
-    return uniform_keep_probabilities(len(indices), selector.options.uniform_keep_prob,
-                                      selector.options.min_keep_prob)
+    return uniform_keep_probabilities(len(indices), selector.options.uniform_keep_prob)
 
 
 def _own_label_or_assistant(selector, indices, progress):
@@ -83,11 +80,10 @@ def _own_label_or_assistant(selector, indices, progress):
     own = selector.loss_table.fresh_labels(indices)
     if selector.worker.healthy:
         assistant = selector.worker.snapshot()
-        predicted = assistant_keep_probabilities(assistant.predict(indices), assistant.confidence,
-                                                 options.base_prob, options.min_keep_prob)
+        predicted = assistant_keep_probabilities(assistant.predict(indices), assistant.confidence, options.base_prob)
     else:
         predicted = np.ones(len(indices))
-    from_own = assistant_keep_probabilities(np.nan_to_num(own), 1.0, options.base_prob, options.min_keep_prob)
+    from_own = assistant_keep_probabilities(np.nan_to_num(own), 1.0, options.base_prob)
     return np.where(np.isfinite(own), from_own, predicted)
 
 
@@ -99,29 +95,26 @@ def _infobatch(selector, indices, progress):
     options, table = selector.options, selector.loss_table
     if progress is not None and progress >= options.infobatch_delta:
         return None
-    return infobatch_keep_probabilities(table.lookup(indices), table.seen_mean(), options.infobatch_prune_ratio,
-                                        options.min_keep_prob)
+    return infobatch_keep_probabilities(table.lookup(indices), table.seen_mean(), options.infobatch_prune_ratio)
 
 
 def _loss_percentile(selector, indices, progress):
     table = selector.loss_table
     return loss_percentile_keep_probabilities(table.seen_percentiles(table.lookup(indices)),
-                                              selector.options.percentile_power, selector.options.min_keep_prob)
+                                              selector.options.percentile_power)
 
 
 def _self_paced(selector, indices, progress):
     options, table = selector.options, selector.loss_table
     start = options.spl_start_fraction
     keep_fraction = start + (1.0 - start) * min(progress or 0.0, 1.0)
-    return self_paced_keep_probabilities(table.lookup(indices), table.seen_quantile(keep_fraction),
-                                         options.min_keep_prob)
+    return self_paced_keep_probabilities(table.lookup(indices), table.seen_quantile(keep_fraction))
 
 
 def _competence(selector, indices, progress):
     options = selector.options
     return competence_keep_probabilities(
-        selector.difficulty[indices], competence(progress or 0.0, options.competence_start, options.competence_full_at),
-        options.min_keep_prob)
+        selector.difficulty[indices], competence(progress or 0.0, options.competence_start, options.competence_full_at))
 
 
 POLICIES = {

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..option_fields import option
-from .keep_rules import SelectionSchedule
+from .keep_rules import SelectionSchedule, clip_keep_probabilities
 from .policies import POLICIES, policy_names
 from .sampling import draw_keep_mask
 
@@ -102,7 +102,10 @@ class Selector:
         """Per-pair keep probability for ``indices``; None (keep every pair) outside the selection phase."""
         if self.policy.keep is None or not self.schedule.selection_active(epoch, self.num_updates):
             return None
-        return self.policy.keep(self, indices, self.schedule.progress(epoch, self.num_updates))
+        keep_prob = self.policy.keep(self, indices, self.schedule.progress(epoch, self.num_updates))
+        if keep_prob is None:
+            return None
+        return clip_keep_probabilities(keep_prob, self.options.min_keep_prob)
 
     def select(self, indices, epoch, pass_index, chunk):
         """The kept pairs of ``indices`` and the probability each was kept with (None: all kept)."""

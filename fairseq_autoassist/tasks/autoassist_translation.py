@@ -21,8 +21,8 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
 from ..assistant import PairFeatures
-from ..compat import allow_fairseq_checkpoints
-from ..data.folders import check_data_folders, check_split
+from ..compat import allow_fairseq_checkpoints, explain_unreadable_checkpoints
+from ..data.folders import check_data_folders, check_split, check_token_budget
 from ..data.iterator import ShrinkingEpochBatchIterator, corpus_side, pairs_per_chunk, token_budget_batcher, training_order
 from ..errors import AutoAssistConfigError, report_config_errors_in_one_line
 from ..options import AutoAssistOptions, validate
@@ -76,6 +76,9 @@ class AutoAssistTranslationTask(TranslationTask):
         ``ShrinkingEpochBatchIterator`` for the whole run, built on the first call and returned
         again at every epoch end (fairseq asks each time; per-pair state must survive)."""
         is_train = dataset is self.datasets.get(self.cfg.train_subset)
+        split = next((name for name, loaded in self.datasets.items() if loaded is dataset), "?")
+        check_token_budget(split, dataset.src_sizes, dataset.tgt_sizes, max_tokens, self.max_positions(),
+                           "--max-tokens" if is_train else "--max-tokens-valid (fairseq-generate: --max-tokens)")
         if not (self.selection_enabled and is_train):
             return super().get_batch_iterator(
                 dataset, max_tokens=max_tokens, max_sentences=max_sentences,
@@ -228,3 +231,4 @@ class AutoAssistTranslationTask(TranslationTask):
 
 # fairseq imports --user-dir modules before it loads any checkpoint.
 allow_fairseq_checkpoints()
+explain_unreadable_checkpoints()
