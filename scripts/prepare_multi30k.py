@@ -18,12 +18,11 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 
+from fairseq_autoassist.preparation import write_data_bin
 from fairseq_autoassist.raw_corpus import (
     NOISE_LIST,
     PreparationError,
@@ -67,32 +66,6 @@ def download_missing(raw_dir, stems, langs, base_url=UPSTREAM):
             os.replace(target + ".part", target)
 
 
-def train_sentencepiece(texts, model_prefix, vocab_size):
-    import sentencepiece as spm
-
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as f:
-        for line in texts:
-            f.write(line + "\n")
-        corpus = f.name
-    try:
-        spm.SentencePieceTrainer.train(
-            input=corpus,
-            model_prefix=model_prefix,
-            vocab_size=vocab_size,
-            model_type="unigram",
-            character_coverage=1.0,
-            hard_vocab_limit=False,
-            bos_id=-1,
-            eos_id=-1,
-            pad_id=-1,
-            unk_id=0,
-            minloglevel=2,
-        )
-    finally:
-        os.unlink(corpus)
-    return spm.SentencePieceProcessor(model_file=model_prefix + ".model")
-
-
 def drop_empty_training_pairs(corpora, raw_dir):
     """Drops the training pairs with an empty side from ``corpora`` (fairseq would train on a lone
     end-of-sentence token), warns about empty lines of the held-out splits (kept: a test set stays the published
@@ -124,43 +97,13 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
     corpora = {stem: read_parallel(raw_dir, stem, src, tgt) for stem in splits}
     raw_training_pairs = len(corpora["train"][0])
     kept_training_lines = drop_empty_training_pairs(corpora, raw_dir)
-    if vocab_size < 16:
-        raise PreparationError(f"--vocab-size {vocab_size} is too small; use at least 16")
-
-    os.makedirs(dest, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="spm-", dir=dest)
-    try:
-        train_src, train_tgt = corpora["train"]
-        model = train_sentencepiece(train_src + train_tgt, os.path.join(dest, "spm"), vocab_size)
-        os.makedirs(os.path.join(dest, "raw"), exist_ok=True)
-        for stem, split in splits.items():
-            for lang, lines in zip((src, tgt), corpora[stem]):
-                with open(os.path.join(work, f"{split}.{lang}"), "w", encoding="utf-8") as f:
-                    for pieces in model.encode(lines, out_type=str):
-                        f.write(" ".join(pieces) + "\n")
-                if split != "train":
-                    with open(os.path.join(dest, "raw", f"{split}.{lang}"), "w", encoding="utf-8") as f:
-                        f.write("\n".join(lines) + "\n")
-        for stale in os.listdir(dest):
-            if stale.startswith("dict.") or stale.endswith((".bin", ".idx")):
-                os.unlink(os.path.join(dest, stale))
-        command = [
-            sys.executable, "-m", "fairseq_cli.preprocess",
-            "--source-lang", src, "--target-lang", tgt,
-            "--trainpref", os.path.join(work, "train"),
-            "--validpref", os.path.join(work, "valid"),
-            "--testpref", ",".join(os.path.join(work, split) for split in splits.values() if split.startswith("test")),
-            "--destdir", dest, "--joined-dictionary", "--workers", str(workers),
-        ]
-        logger.info("binarizing: %s", " ".join(command))
-        subprocess.run(command, check=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    pieces = write_data_bin(dest, {splits[stem]: sides for stem, sides in corpora.items()}, src, tgt, vocab_size,
+                            workers)
     info = {
         "source": src,
         "target": tgt,
         "vocab_size": vocab_size,
-        "sentencepiece_pieces": model.get_piece_size(),
+        "sentencepiece_pieces": pieces,
         "pairs": {splits[stem]: len(sides[0]) for stem, sides in corpora.items()},
         "test_sets": {split: stem for stem, split in splits.items() if split.startswith("test")},
         "raw_dir": os.path.abspath(raw_dir),

@@ -63,6 +63,10 @@ PRESETS = {
                            arms=["baseline", "assistant", "learnable", "infobatch", "uniform-0.85"]),
     "packing": dict(arch="small", max_update=400, max_tokens=2048, lr=2e-3, warmup_updates=300, seeds=[1, 2],
                     bleu_levels=[5, 10], validate_interval_updates=100, arms=PACKING_ARMS),
+    # Tatoeba de-en (scripts/prepare_tatoeba.py): 892 batches of 2,048 tokens per pass; provisional length of 10
+    # passes until a stock run shows where its curve bends (docs/results/benchmark-tatoeba/README.md).
+    "tatoeba": dict(arch="small", max_update=9000, max_tokens=2048, lr=2e-3, warmup_updates=300, seeds=[1, 2],
+                    bleu_levels=[20, 25, 30], validate_interval_updates=450, arms=["baseline-inverse-sqrt"]),
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
 }

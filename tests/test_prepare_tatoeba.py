@@ -1,0 +1,75 @@
+"""scripts/prepare_tatoeba.py: the split by English sentence and one line for each bad input."""
+
+import json
+import os
+import zipfile
+
+import pytest
+
+from scripts import prepare_tatoeba as prepare
+
+
+def write_zip(path, text, member="deu.txt"):
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(member, text if isinstance(text, bytes) else text.encode("utf-8"))
+    return str(path)
+
+
+def corpus(num_sentences, translations=3):
+    """English sentence i with ``1 + i % translations`` German translations, in a Tatoeba-like file."""
+    return "".join(f"Sentence {i}.\tSatz {i} Nummer {k}.\tCC-BY 2.0 (France)\n"
+                   for i in range(num_sentences) for k in range(1 + i % translations))
+
+
+def test_every_pair_of_one_english_sentence_lands_in_one_split(tmp_path):
+    english, german = prepare.read_tatoeba(write_zip(tmp_path / "deu-eng.zip", corpus(300)))
+    splits = prepare.split_by_sentence(english, german, valid_sentences=40, test_sentences=30, seed=1)
+    sentences = {name: set(sides[0]) for name, sides in splits.items()}
+    assert len(sentences["valid"]) == 40 and len(sentences["test"]) == 30 and len(sentences["train"]) == 230
+    assert not (sentences["train"] & sentences["valid"] or sentences["train"] & sentences["test"]
+                or sentences["valid"] & sentences["test"])
+    # Every translation of a held-out sentence is held out with it, and no pair is lost.
+    assert sum(len(sides[0]) for sides in splits.values()) == len(english)
+    for en, de in zip(*splits["valid"]):
+        assert de.startswith(en.replace("Sentence", "Satz").rstrip("."))
+    again = prepare.split_by_sentence(english, german, 40, 30, seed=1)
+    assert again == splits and prepare.split_by_sentence(english, german, 40, 30, seed=2) != splits
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"Hi.\tHallo!\nRun!\n", "deu.txt: line 2 has 1 tab-separated columns; expected English<TAB>German"),
+    (b"Hi.\tHallo!\nRun!\tLauf!\tx\ty\n", "line 2 has 4 tab-separated columns"),
+    (b"Hi.\tHallo!\nGr\xfc\xdf Gott.\tx\n", "deu.txt: line 2 is not valid UTF-8"),
+    (b"\n\n", "holds no sentence pairs"),
+])
+def test_bad_input_is_refused_naming_file_and_line(tmp_path, content, message):
+    with pytest.raises(prepare.PreparationError, match=message):
+        prepare.read_tatoeba(write_zip(tmp_path / "deu-eng.zip", content))
+
+
+def test_a_missing_file_or_member_names_the_download_and_the_flag(tmp_path):
+    with pytest.raises(prepare.PreparationError, match="does not exist; download .*deu-eng.zip and pass it with --input"):
+        prepare.read_tatoeba(str(tmp_path / "nowhere.zip"))
+    with pytest.raises(prepare.PreparationError, match="has no deu.txt"):
+        prepare.read_tatoeba(write_zip(tmp_path / "fra-eng.zip", "Hi.\tSalut.\n", member="fra.txt"))
+
+
+def test_main_reports_an_error_as_one_message_and_an_exit_code(tmp_path, caplog):
+    assert prepare.main(["--input", str(tmp_path / "none.zip"), "--dest", str(tmp_path / "out")]) == 2
+    assert "does not exist" in caplog.records[-1].getMessage()
+
+
+@pytest.mark.slow
+def test_prepares_a_data_bin_with_the_counts_and_the_other_domains_test(tmp_path, raw_corpus):
+    text = corpus(200) + "\tleer\n"
+    dest = tmp_path / "tatoeba.de-en"
+    info = prepare.prepare(write_zip(tmp_path / "deu-eng.zip", text), str(dest), vocab_size=100, valid_sentences=20,
+                           test_sentences=20, multi30k_dir=raw_corpus)
+    with open(dest / "prepare.json") as f:
+        assert json.load(f) == info
+    assert info["empty_pairs_dropped"] == 1
+    assert info["english_sentences"] == {"train": 160, "valid": 20, "test": 20}
+    assert info["pairs"]["train"] + info["pairs"]["valid"] + info["pairs"]["test"] == 399
+    assert info["test_sets"] == {"test": "tatoeba", "test1": "multi30k_test_2016_flickr"}
+    for name in ("train.de-en.de.bin", "test1.de-en.en.idx", "raw/test.en", "raw/test1.de", "spm.model"):
+        assert os.path.exists(dest / name), name
