@@ -61,15 +61,47 @@ def test_every_option_is_declared_once_and_builds_its_core_dataclass():
         "max_epoch", "max_update"}
 
 
-def test_every_policy_is_a_valid_choice():
+def _parsed_task_config(data, *flags):
+    """The task config fairseq-train builds from ``flags``: fairseq's own parser and conversion."""
+    from fairseq import options as fairseq_options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    # fairseq-train imports --user-dir before it builds its parser; here the package is already imported.
+    from fairseq_autoassist.tasks import autoassist_translation  # noqa: F401
+
+    args = fairseq_options.parse_args_and_arch(fairseq_options.get_training_parser(), [
+        str(data), "--user-dir", os.path.join(ROOT, "fairseq_autoassist"), "--task", "autoassist_translation",
+        "--arch", "transformer", *flags])
+    return convert_namespace_to_omegaconf(args).task
+
+
+def test_the_command_line_selects_every_registered_policy_and_refuses_an_unknown_one(tmp_path):
+    """Through fairseq's parser, not the registry: fairseq checks no choices of a plain str option, so each
+    name must survive its parsing and conversion, and ``validate`` (run by the task's setup) must refuse the
+    rest; the refusal lists the names as the documentation of errors shows them."""
     for name in POLICIES:
-        validate(replace(AutoAssistOptions(), autoassist_policy=name))
+        cfg = _parsed_task_config(tmp_path, "--autoassist-policy", name)
+        assert cfg.autoassist_policy == name
+        validate(cfg)
+    with pytest.raises(AutoAssistConfigError) as refused:
+        validate(_parsed_task_config(tmp_path, "--autoassist-policy", "bogus"))
+    with open(os.path.join(ROOT, "docs", "how-it-works.md"), encoding="utf-8") as f:
+        documented = re.search(r"\| `--autoassist-policy bogus` \| `error: (.*)` \|", f.read()).group(1)
+    assert str(refused.value) == documented
 
 
 def test_the_readme_lists_every_option_as_the_code_declares_it():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = f.read()
     assert option_table() in readme
+
+
+def test_the_readme_fits_a_few_screens_and_every_link_in_it_resolves():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert len(readme.splitlines()) < 250
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
+        assert os.path.exists(os.path.join(ROOT, target)), target
 
 
 def test_data_folder_problems_name_the_fix(tmp_path):
