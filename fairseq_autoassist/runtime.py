@@ -94,10 +94,12 @@ class AutoAssistRuntime:
             raise AutoAssistConfigError(
                 f"--autoassist-policy {cfg.autoassist_policy} paces its selection by the fraction of training done; "
                 "set --max-update or --max-epoch")
-        features = pair_features() if self.policy.needs_assistant or self.policy.needs_difficulty else None
+        needs_features = self.policy.needs_assistant or self.policy.needs_difficulty or self.policy.needs_groups
+        features = pair_features() if needs_features else None
         self.worker = self._build_worker(cfg, features) if self.policy.needs_assistant else None
-        self.loss_table = self.policy.build_loss_table(len(target_sizes), selection_options, steps_per_pass,
-                                                       cfg.autoassist_loss_mean_decay)
+        self.loss_table = self.policy.build_loss_table(
+            len(target_sizes), selection_options, steps_per_pass, cfg.autoassist_loss_mean_decay,
+            groups=features.near_duplicate_groups() if self.policy.needs_groups else None)
         self.loss_log = None
         if self.runtime_options.loss_log and distributed.rank() == 0:
             self.loss_log = LossLog(self.runtime_options.loss_log)
@@ -205,6 +207,9 @@ class AutoAssistRuntime:
                 "aa_acc": w["accuracy"],
                 "aa_conf": w["confidence"],
                 "aa_pos_rate": w["positive_rate"],
+                "aa_auc_new": w["auc_new"],
+                "aa_auc_seen": w["auc_seen"],
+                "aa_own_share": self.selector.own_loss_share,
                 "aa_loss_mean": w["loss_mean"],
                 "aa_dropped": w["dropped"],
                 "aa_healthy": float(w["healthy"]),

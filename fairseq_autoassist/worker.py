@@ -66,6 +66,8 @@ class SyncAssistantWorker:
             "confidence": a.confidence,
             "loss_mean": a.loss_mean if a.loss_mean is not None else float("nan"),
             "positive_rate": a.positive_rate,
+            "auc_new": a.quality.auc(seen=False),
+            "auc_seen": a.quality.auc(seen=True),
             "updates": a.num_updates,
             "dropped": self.dropped,
             "healthy": self.healthy,

@@ -44,6 +44,7 @@ from fairseq_autoassist.selection import (
     SelectionOptions,
     SelectionSchedule,
     Selector,
+    difficulty_shares,
 )
 from fairseq_autoassist.worker import SyncAssistantWorker
 
@@ -162,8 +163,10 @@ def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_p
     policy = POLICIES[options.policy]
     config = AssistantConfig()
     worker = SyncAssistantWorker(Assistant(features, config)) if policy.needs_assistant else None
-    loss_table = policy.build_loss_table(len(kinds), options, steps_per_pass, config.loss_mean_decay)
-    selector = Selector(options, SelectionSchedule(warmup_epochs=warmup_epochs), seed, worker, loss_table)
+    loss_table = policy.build_loss_table(len(kinds), options, steps_per_pass, config.loss_mean_decay,
+                                         groups=features.near_duplicate_groups() if policy.needs_groups else None)
+    selector = Selector(options, SelectionSchedule(warmup_epochs=warmup_epochs), seed, worker, loss_table,
+                        difficulty=difficulty_shares(features.source_rarity()) if policy.needs_difficulty else None)
     rng = np.random.default_rng(seed)
     counter = KindCounter(kinds)
     for pass_index, ids, losses in logged_passes(loss_log):

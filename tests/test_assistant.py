@@ -8,6 +8,7 @@ import torch
 
 from fairseq_autoassist.assistant import Assistant, AssistantConfig, CorpusSide, PairFeatures
 from fairseq_autoassist.assistant.model import balanced_accuracy
+from fairseq_autoassist.assistant.quality import PredictionQuality
 
 from .synthetic import planted_losses, random_features, random_side
 
@@ -226,3 +227,47 @@ def test_the_label_threshold_is_not_raised_by_the_selection():
 
     assert running_mean(True) == pytest.approx(losses.mean(), rel=0.05)
     assert running_mean(False) > 1.2 * losses.mean()
+
+
+def test_prediction_quality_separates_pairs_never_learned_from_and_restores():
+    quality = PredictionQuality(6, decay=1.0)
+    # First sight of pairs 0-3: scores rank the two positives above the two negatives.
+    quality.add([0, 1, 2, 3], np.array([0.9, 0.8, 0.2, 0.1]), np.array([1, 1, 0, 0]))
+    # Pairs 0-1 again (seen) with the ranking reversed; pairs 4-5 new, one tie in a bin.
+    quality.add([0, 1, 4, 5], np.array([0.1, 0.9, 0.5, 0.5]), np.array([1, 0, 1, 0]))
+    assert quality.auc(seen=True) == 0.0
+    # New: positives 0.9, 0.8, 0.5 against negatives 0.2, 0.1, 0.5: 8 of 9 pairs ranked right, one tie.
+    assert quality.auc(seen=False) == pytest.approx(8.5 / 9)
+    restored = PredictionQuality(6)
+    restored.load_state_dict(quality.state_dict())
+    np.testing.assert_array_equal(restored.seen, [True] * 6)
+    assert restored.auc(seen=False) == quality.auc(seen=False)
+    assert np.isnan(PredictionQuality(3).auc(seen=True))
+
+
+def test_the_assistant_measures_its_predictions_before_learning_from_a_batch():
+    features = random_features(num_pairs=500, seed=3)
+    losses, informative = planted_losses(features, marker_tokens=np.arange(10, 40))
+    assistant = Assistant(features)
+    for start in range(0, 500, 50):
+        ids = np.arange(start, start + 50)
+        assistant.update(ids, losses[ids])
+    assert assistant.quality.seen.all() and np.isnan(assistant.quality.auc(seen=True))
+    for start in range(0, 500, 50):
+        ids = np.arange(start, start + 50)
+        assistant.update(ids, losses[ids])
+    # Marker tokens decide the loss: after one pass the Assistant ranks pairs it has learned from well.
+    assert assistant.quality.auc(seen=True) > 0.8
+
+
+def test_near_duplicate_groups_link_pairs_through_a_shared_source_or_target():
+    def side(sentences):
+        tokens = np.concatenate([np.array(s + [2]) for s in sentences]).astype(np.uint16)
+        return CorpusSide(tokens, np.r_[0, np.cumsum([len(s) + 1 for s in sentences])])
+
+    # Pairs 0 and 2 share a source, 1 and 3 a target, 0 and 5 a target; 4 stands alone; [5, 6] != [6, 5].
+    source = side([[5, 6], [7], [5, 6], [8, 9], [6, 5], [11]])
+    target = side([[20], [21], [22], [21], [23], [20]])
+    groups = PairFeatures(source, target, vocab_size=30).near_duplicate_groups()
+    np.testing.assert_array_equal(groups, [0, 1, 0, 1, 4, 0])
+    assert len(set(source.sentence_hashes())) == 5

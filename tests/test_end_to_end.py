@@ -218,7 +218,7 @@ def test_a_token_budget_below_the_longest_pair_and_a_truncated_checkpoint_end_in
 
 
 @pytest.mark.parametrize("policy", ["uniform", "infobatch", "spl", "progress", "learnable", "loss-percentile",
-                                    "competence"])
+                                    "competence", "near-duplicates"])
 def test_peer_policies_share_the_shrinking_iterator(prepared_data, tmp_path, policy):
     # progress labels a pair from its last two visits, so it can first drop pairs in the third epoch.
     max_epoch = 3 if policy == "progress" else 2

@@ -23,6 +23,7 @@ from fairseq_autoassist.selection import (
     importance_weights,
     infobatch_keep_probabilities,
     loss_percentile_keep_probabilities,
+    SharedByNearDuplicates,
     selection_corrected_quantile,
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
@@ -47,7 +48,7 @@ def _selector_of_every_rule(policy, floor):
     options = SelectionOptions(policy=policy.name, min_keep_prob=floor, base_prob=0.0, uniform_keep_prob=1e-6,
                                infobatch_prune_ratio=1.0, percentile_power=8.0, competence_start=1e-6,
                                spl_start_fraction=0.0)
-    table = policy.build_loss_table(100, options, steps_per_pass=10, mean_decay=0.0)
+    table = policy.build_loss_table(100, options, steps_per_pass=10, mean_decay=0.0, groups=np.arange(100) // 2)
     if table is not None:
         for _ in range(3):
             table.submit(np.arange(50), np.linspace(0.1, 9.0, 50))
@@ -404,3 +405,30 @@ def test_the_competence_rule_keeps_the_easiest_pairs_within_the_competence():
     assert np.all(keep[:86] == 1.0) and np.all(keep[86:] == 0.05)
     with pytest.raises(ValueError, match="difficulty"):
         Selector(SelectionOptions(policy="competence"), SelectionSchedule(warmup_epochs=0), seed=1)
+
+
+def test_the_selector_counts_which_pairs_their_own_loss_decided_and_which_the_assistant():
+    history = LossHistory(4, mean_decay=0.0, fresh_steps=5)
+    history.submit([0, 1, 2], [2.0, 2.0, 2.0])
+    history.submit([0, 1, 2], [1.0, 2.0, 2.0])
+    selector = Selector(SelectionOptions(policy="progress"), SelectionSchedule(warmup_epochs=0), seed=1,
+                        worker=_Worker(_ConstantAssistant(0.5, 1.0)), loss_table=history)
+    assert np.isnan(selector.own_loss_share)
+    selector.keep_probabilities(np.arange(4), epoch=2)
+    assert selector.own_loss_share == pytest.approx(0.75)  # pair 3 was never seen: the Assistant decided
+    paper = Selector(SelectionOptions(policy="assistant"), SelectionSchedule(warmup_epochs=0), seed=1,
+                     worker=_Worker(_ConstantAssistant(0.5, 1.0)))
+    paper.keep_probabilities(np.arange(4), epoch=2)
+    assert paper.own_loss_share == 0.0
+
+
+def test_near_duplicates_share_one_latest_loss_and_its_label():
+    band = LossBand(6, lower_quantile=0.3, upper_quantile=1.0, mean_decay=0.0)
+    shared = SharedByNearDuplicates(band, groups=np.array([0, 0, 2, 2, 4, 5]))
+    shared.submit([0, 2, 4], [0.1, 2.0, 3.0])
+    # Pairs 1 and 3 were never visited, but their siblings 0 and 2 were: learned (0) and still informative (1).
+    np.testing.assert_array_equal(shared.fresh_labels(np.arange(6))[:4], [0.0, 0.0, 1.0, 1.0])
+    assert np.isnan(shared.fresh_labels([5])).all()
+    restored = SharedByNearDuplicates(LossBand(6, 0.3, 1.0, mean_decay=0.0), shared.groups)
+    restored.load_state_dict(shared.state_dict())
+    np.testing.assert_array_equal(restored.labels(np.arange(5)), shared.labels(np.arange(5)))

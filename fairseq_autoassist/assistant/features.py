@@ -23,6 +23,9 @@ from typing import Optional
 import numpy as np
 
 SCORING_CHUNK_PAIRS = 65536
+# Odd 64-bit multipliers of the sentence hash (arithmetic modulo 2**64).
+_HASH_BASE = np.uint64(0x9E3779B97F4A7C15)
+_HASH_LENGTH = np.uint64(0xBF58476D1CE4E5B9)
 
 
 @dataclass
@@ -62,6 +65,21 @@ class CorpusSide:
         positions = np.repeat(self.offsets[ids] - segment_starts, lengths)
         positions += np.arange(positions.shape[0], dtype=np.int64)
         return np.asarray(self.tokens[positions], dtype=np.int64), lengths
+
+    def sentence_hashes(self):
+        """A 64-bit hash of each sentence's token ids (equal sentences, equal hashes; a collision of different
+        ones is about 1 in 2**64 per pair of sentences)."""
+        hashes = np.empty(len(self), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for start in range(0, len(self), SCORING_CHUNK_PAIRS):
+                ids = np.arange(start, min(start + SCORING_CHUNK_PAIRS, len(self)))
+                tokens, lengths = self.gather(ids)
+                starts = np.cumsum(lengths) - lengths
+                positions = np.arange(len(tokens)) - np.repeat(starts, lengths)
+                powers = _HASH_BASE ** positions.astype(np.uint64)
+                mixed = (tokens.astype(np.uint64) + np.uint64(1)) * powers
+                hashes[ids] = np.add.reduceat(mixed, starts) ^ (lengths.astype(np.uint64) * _HASH_LENGTH)
+        return hashes
 
     def document_frequency(self, vocab_size):
         """Number of sentences that contain each token (each sentence counts a token once)."""
@@ -125,6 +143,21 @@ class PairFeatures:
             tokens, lengths = self.source.gather(ids)
             rarity[ids] = np.add.reduceat(self.idf[0][tokens], np.cumsum(lengths) - lengths)
         return rarity
+
+    def near_duplicate_groups(self):
+        """Per pair, the smallest index of the pairs linked to it by an identical source or an identical target
+        sentence (directly or through other pairs): pairs with one group are near-duplicates, such as one
+        sentence with several translations. 8 bytes per pair."""
+        groups = np.arange(len(self), dtype=np.int64)
+        keys = [np.unique(side.sentence_hashes(), return_inverse=True)[1] for side in self.sides]
+        while True:
+            before = groups
+            for key in keys:
+                smallest = np.full(key.max() + 1, len(self), dtype=np.int64)
+                np.minimum.at(smallest, key, groups)
+                groups = np.minimum(groups, smallest[key])
+            if np.array_equal(groups, before):
+                return groups
 
     def length_features(self, ids):
         """Standardized log lengths, shape (len(ids), 2): source, target."""

@@ -45,6 +45,7 @@ import torch
 from ..option_fields import option
 from ..selection.sampling import selection_corrected_mean
 from .features import SCORING_CHUNK_PAIRS, PairFeatures
+from .quality import PredictionQuality
 
 STATE_VERSION = 2
 
@@ -104,6 +105,7 @@ class Assistant:
         self.positive_rate = 0.5
         self.num_updates = 0
         self.num_pairs_seen = 0
+        self.quality = PredictionQuality(len(features))
 
     # ---------------------------------------------------------------- scoring
     def _effective_token_weights(self):
@@ -186,6 +188,7 @@ class Assistant:
         gathered = self._gather(ids)
         probs = _sigmoid(self._logits(ids, self._effective_token_weights(), gathered))
         accuracy = balanced_accuracy(probs > 0.5, labels > 0.5)
+        self.quality.add(ids, probs, labels)
 
         residual = (probs - labels) / len(ids)
         grad_tokens, grad_lengths, grad_bias = self.gradients(ids, residual, gathered)
@@ -231,6 +234,7 @@ class Assistant:
             "positive_rate": self.positive_rate,
             "num_updates": self.num_updates,
             "num_pairs_seen": self.num_pairs_seen,
+            "quality": self.quality.state_dict(),
         }
 
     def load_state_dict(self, state):
@@ -255,3 +259,7 @@ class Assistant:
         self.positive_rate = float(state["positive_rate"])
         self.num_updates = int(state["num_updates"])
         self.num_pairs_seen = int(state["num_pairs_seen"])
+        # A diagnostic added within state version 2: an older state starts it afresh.
+        self.quality = PredictionQuality(len(self.features))
+        if "quality" in state:
+            self.quality.load_state_dict(state["quality"])

@@ -12,7 +12,7 @@ from .keep_rules import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
-from .loss_table import LatestLossTable, LossBand, LossHistory
+from .loss_table import LatestLossTable, LossBand, LossHistory, SharedByNearDuplicates
 from .policies import POLICIES, Policy
 from .sampling import (
     batch_importance_weights,
@@ -30,6 +30,7 @@ __all__ = [
     "LossBand",
     "LossHistory",
     "Policy",
+    "SharedByNearDuplicates",
     "competence_keep_probabilities",
     "difficulty_shares",
     "infobatch_keep_probabilities",

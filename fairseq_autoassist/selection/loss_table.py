@@ -228,3 +228,29 @@ class LossBand(LabelledLossTable):
         super().load_state_dict(state)
         self.loss_median = float(state["loss_median"])
         self.bounds = [float(bound) for bound in state["bounds"]]
+
+
+class SharedByNearDuplicates:
+    """A labelled loss table whose entries near-duplicate pairs share: every call maps a pair to its group
+    (``PairFeatures.near_duplicate_groups``), so the latest loss of any pair of a group, such as another
+    translation of the same sentence, stands for all of them. In a corpus seen a few times that gives a fresh
+    measurement for pairs not yet visited this pass. Memory: the groups' 8 bytes per pair beside the table's."""
+
+    def __init__(self, table, groups):
+        self.table = table
+        self.groups = np.asarray(groups, dtype=np.int64)
+
+    def submit(self, ids, per_token_losses, keep_prob=None):
+        self.table.submit(self.groups[np.asarray(ids, dtype=np.int64)], per_token_losses, keep_prob)
+
+    def labels(self, ids):
+        return self.table.labels(self.groups[np.asarray(ids, dtype=np.int64)])
+
+    def fresh_labels(self, ids):
+        return self.table.fresh_labels(self.groups[np.asarray(ids, dtype=np.int64)])
+
+    def state_dict(self):
+        return self.table.state_dict()
+
+    def load_state_dict(self, state):
+        self.table.load_state_dict(state)

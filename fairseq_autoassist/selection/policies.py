@@ -26,20 +26,24 @@ from .keep_rules import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
-from .loss_table import LatestLossTable, LossBand, LossHistory
+from .loss_table import LatestLossTable, LossBand, LossHistory, SharedByNearDuplicates
 
 
-def _latest_losses(num_pairs, options, steps_per_pass, mean_decay):
+def _latest_losses(num_pairs, options, steps_per_pass, mean_decay, groups):
     return LatestLossTable(num_pairs)
 
 
-def _loss_history(num_pairs, options, steps_per_pass, mean_decay):
+def _loss_history(num_pairs, options, steps_per_pass, mean_decay, groups):
     return LossHistory(num_pairs, mean_decay=mean_decay, fresh_steps=round(options.progress_fresh_passes * steps_per_pass),
                        steps_per_pass=steps_per_pass)
 
 
-def _loss_band(num_pairs, options, steps_per_pass, mean_decay):
+def _loss_band(num_pairs, options, steps_per_pass, mean_decay, groups):
     return LossBand(num_pairs, options.learned_quantile, options.unlearnable_quantile, mean_decay=mean_decay)
+
+
+def _loss_band_of_near_duplicates(num_pairs, options, steps_per_pass, mean_decay, groups):
+    return SharedByNearDuplicates(_loss_band(num_pairs, options, steps_per_pass, mean_decay, groups), groups)
 
 
 @dataclass(frozen=True)
@@ -48,23 +52,25 @@ class Policy:
     help: str
     keep: Optional[Callable] = None  # None: no selection, the stock translation task
     needs_assistant: bool = False
-    # ``loss_table(num_pairs, options, steps_per_pass, mean_decay) -> table``, None: no table.
+    # ``loss_table(num_pairs, options, steps_per_pass, mean_decay, groups) -> table``, None: no table.
     loss_table: Optional[Callable] = None
     always_weighted: bool = False
     learns_table_labels: bool = False  # the Assistant learns the loss table's labels, not the paper's
     needs_difficulty: bool = False  # every pair's difficulty share, from its source rarity
+    needs_groups: bool = False  # every pair's group of near-duplicates (PairFeatures.near_duplicate_groups)
     paced: bool = False  # the rule follows the fraction of training done: needs --max-update or --max-epoch
 
-    def build_loss_table(self, num_pairs, options, steps_per_pass, mean_decay):
+    def build_loss_table(self, num_pairs, options, steps_per_pass, mean_decay, groups=None):
         if self.loss_table is None:
             return None
-        return self.loss_table(num_pairs, options, steps_per_pass, mean_decay)
+        return self.loss_table(num_pairs, options, steps_per_pass, mean_decay, groups)
 
 
 def _assistant(selector, indices, progress):
     if not selector.worker.healthy:
         return None
     assistant = selector.worker.snapshot()
+    selector.count_decisions(0, len(indices))
     return assistant_keep_probabilities(assistant.predict(indices), assistant.confidence, selector.options.base_prob)
 
 
@@ -84,6 +90,7 @@ def _own_label_or_assistant(selector, indices, progress):
     else:
         predicted = np.ones(len(indices))
     from_own = assistant_keep_probabilities(np.nan_to_num(own), 1.0, options.base_prob)
+    selector.count_decisions(np.isfinite(own).sum(), len(indices))
     return np.where(np.isfinite(own), from_own, predicted)
 
 
@@ -130,6 +137,12 @@ POLICIES = {
                "untranslated, wrong-language pairs), both relative to the corpus' loss when measured; a pair's own "
                "latest loss once seen, the Assistant's prediction before", _own_label_or_assistant, needs_assistant=True, loss_table=_loss_band,
                learns_table_labels=True),
+        Policy("near-duplicates", "for redundant corpora: the learnable rule with one latest loss shared by "
+               "near-duplicate pairs (an identical source or target sentence, such as several translations of one "
+               "sentence), so a pair whose sibling the Boss has just learned counts as learned; the Assistant "
+               "predicts for groups not yet seen. Meant with --autoassist-learned-quantile above 0",
+               _own_label_or_assistant, needs_assistant=True, loss_table=_loss_band_of_near_duplicates,
+               learns_table_labels=True, needs_groups=True),
         Policy("uniform", "keep each pair with --autoassist-uniform-keep-prob, a control", _uniform),
         Policy("infobatch", "InfoBatch: prune below-mean-loss pairs, rescale the kept ones", _infobatch,
                loss_table=_latest_losses, always_weighted=True),

@@ -97,6 +97,20 @@ class Selector:
         self.seed = int(seed)
         self.worker = worker
         self.num_updates = 0
+        # Of the pairs a rule with an Assistant scored: how many its own latest loss decided (see count_decisions).
+        self.own_decisions = 0
+        self.decisions = 0
+
+    def count_decisions(self, by_own_loss, pairs):
+        """Called by a rule that uses the Assistant: of ``pairs`` scored, ``by_own_loss`` were decided by their
+        own latest loss, the rest by the Assistant's prediction."""
+        self.own_decisions += int(by_own_loss)
+        self.decisions += int(pairs)
+
+    @property
+    def own_loss_share(self):
+        """Share of the pairs scored so far that their own loss decided (NaN before any)."""
+        return self.own_decisions / self.decisions if self.decisions else float("nan")
 
     def keep_probabilities(self, indices, epoch):
         """Per-pair keep probability for ``indices``; None (keep every pair) outside the selection phase."""
