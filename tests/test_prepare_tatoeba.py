@@ -8,6 +8,8 @@ import pytest
 
 from scripts import prepare_tatoeba as prepare
 
+from .conftest import run_script
+
 
 def write_zip(path, text, member="deu.txt"):
     with zipfile.ZipFile(path, "w") as archive:
@@ -73,3 +75,24 @@ def test_prepares_a_data_bin_with_the_counts_and_the_other_domains_test(tmp_path
     assert info["test_sets"] == {"test": "tatoeba", "test1": "multi30k_test_2016_flickr"}
     for name in ("train.de-en.de.bin", "test1.de-en.en.idx", "raw/test.en", "raw/test1.de", "spm.model"):
         assert os.path.exists(dest / name), name
+
+
+@pytest.mark.slow
+def test_the_tatoeba_preset_trains_and_scores_every_prepared_test_set(tmp_path, raw_corpus):
+    """The preset's recipe at 0.5% of its budget on a small Tatoeba-like corpus: the plugin's iterator and a rule
+    that learns from the first batch, each scored on the Tatoeba test and on the other domain's (the stock arm's
+    path is the smoke preset's). An untrained model's empty translations validate at BLEU 0."""
+    data = tmp_path / "tatoeba.de-en"
+    prepare.prepare(write_zip(tmp_path / "deu-eng.zip", corpus(800)), str(data), vocab_size=100, valid_sentences=20,
+                    test_sentences=20, multi30k_dir=raw_corpus)
+    out = tmp_path / "bench"
+    run_script("scripts/benchmark.py", "--preset", "tatoeba", "--data", str(data), "--out", str(out), "--seeds", "1",
+               "--arms", "keep-all@0.005", "near-duplicates-no-warmup@0.005", "--validate-interval-updates", "45",
+               timeout=1200)
+    with open(out / "results.json") as f:
+        runs = {run["arm"]: run for run in json.load(f)["runs"]}
+    assert set(runs) == {"keep-all@0.005", "near-duplicates-no-warmup@0.005"}
+    for run in runs.values():
+        assert run["validations"][-1]["updates"] == 45
+        assert set(run["other_test_bleu"]) == {"multi30k_test_2016_flickr"}
+    assert "aa_own_share" in (out / "runs" / "near-duplicates-no-warmup@0.005-seed1" / "train.log").read_text()

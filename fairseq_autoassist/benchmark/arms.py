@@ -12,6 +12,10 @@ import os
 from ..raw_corpus import NOISE_LIST
 from ..recipes import recipe
 
+# Skip the pairs whose loss is below the running 0.3 quantile (learned), none as unlearnable, floor 0.1: about 0.73 kept.
+SKIP_LEARNED = ["--autoassist-learned-quantile", "0.3", "--autoassist-unlearnable-quantile", "1.0",
+                "--autoassist-base-prob", "0.1"]
+
 ARMS = {
     "baseline": {"policy": None},
     "baseline-inverse-sqrt": {"policy": None, "lr_scheduler": "inverse_sqrt"},
@@ -38,19 +42,36 @@ ARMS = {
     "competence": {"policy": "competence"},
     "learnable": {"policy": "learnable", "extra": ["--autoassist-base-prob", "0.1"]},
     "uniform-0.85": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "0.85"]},
+    # The few-pass regime (Tatoeba): the paper's Assistant learning from the first batch, rules that keep about 0.7
+    # of the pairs (uniform's share), and skipping learned pairs alone or shared among near-duplicates.
+    "assistant-no-warmup": {"policy": "assistant", "extra": ["--autoassist-warmup-epochs", "0"]},
+    "loss-percentile-0.7": {"policy": "loss-percentile", "extra": ["--autoassist-percentile-power", "0.4286"]},
+    "skip-learned": {"policy": "learnable", "extra": SKIP_LEARNED},
+    "skip-learned-no-warmup": {"policy": "learnable", "extra": [*SKIP_LEARNED, "--autoassist-warmup-epochs", "0"]},
+    "uniform-no-warmup": {"policy": "uniform", "extra": ["--autoassist-warmup-epochs", "0"]},
+    "near-duplicates": {"policy": "near-duplicates", "extra": SKIP_LEARNED},
+    "near-duplicates-no-warmup": {"policy": "near-duplicates",
+                                  "extra": [*SKIP_LEARNED, "--autoassist-warmup-epochs", "0"]},
 }
+# Arms that differ from another only by options: the smoke preset runs the other.
+OPTION_VARIANTS = ["assistant-no-warmup", "loss-percentile-0.7", "skip-learned", "skip-learned-no-warmup",
+                   "uniform-no-warmup", "near-duplicates-no-warmup"]
 
 QUICK_ARMS = ["baseline", "assistant", "assistant-iw", "infobatch", "uniform", "spl"]
 PACKING_ARMS = ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all-shuffled-fixed",
                 "keep-all"]
 FRONTIER_BASELINES = ["baseline-cosine-0.4", "baseline-cosine-0.5", "baseline-cosine-0.6", "baseline-cosine-0.8"]
 
+# Updates of one stock pass over Tatoeba's training split (906 batches of 2,048 tokens), and the few-pass budget.
+TATOEBA_PASS = 906
+TATOEBA_BUDGET = 9000
+
 # ``bleu_levels``: the validation BLEU levels whose update and token ratios are tabulated.
 PRESETS = {
     # Every code path once: the packing ablation's arms differ from keep-all only by options (tests/test_packing.py).
     "smoke": dict(arch="tiny", max_update=60, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1],
                   bleu_levels=[0.1], validate_interval_updates=20,
-                  arms=[arm for arm in ARMS if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2]]),
+                  arms=[arm for arm in ARMS if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2] + OPTION_VARIANTS]),
     "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[10, 15, 20], arms=QUICK_ARMS),
     "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
@@ -63,10 +84,18 @@ PRESETS = {
                            arms=["baseline", "assistant", "learnable", "infobatch", "uniform-0.85"]),
     "packing": dict(arch="small", max_update=400, max_tokens=2048, lr=2e-3, warmup_updates=300, seeds=[1, 2],
                     bleu_levels=[5, 10], validate_interval_updates=100, arms=PACKING_ARMS),
-    # Tatoeba de-en (scripts/prepare_tatoeba.py): 892 batches of 2,048 tokens per pass; provisional length of 10
-    # passes until a stock run shows where its curve bends (docs/results/benchmark-tatoeba/README.md).
-    "tatoeba": dict(arch="small", max_update=9000, max_tokens=2048, lr=2e-3, warmup_updates=300, seeds=[1, 2],
-                    bleu_levels=[20, 25, 30], validate_interval_updates=450, arms=["baseline-inverse-sqrt"]),
+    # Tatoeba de-en (scripts/prepare_tatoeba.py), the few-pass regime: rationale in docs/results/benchmark-tatoeba/.
+    "tatoeba": dict(arch="small", max_update=TATOEBA_BUDGET, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                    lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[20, 25, 30], validate_interval_updates=450,
+                    other_test_splits=["test1", "test2"],
+                    arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "near-duplicates@0.7", "uniform@0.7",
+                          "assistant@0.7", "assistant-no-warmup@0.7", "skip-learned@0.7", "learnable@0.7",
+                          "loss-percentile-0.7@0.7"]),
+    "tatoeba-one-pass": dict(arch="small", max_update=TATOEBA_PASS, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                             lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[10, 15], validate_interval_updates=150,
+                             arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant-no-warmup@0.7",
+                                   "skip-learned-no-warmup@0.7", "near-duplicates-no-warmup@0.7",
+                                   "uniform-no-warmup@0.7"]),
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
 }

@@ -47,6 +47,13 @@ def repair_last_checkpoint(run_dir):
 RUN_LOG, RUN_RESULT = "train.log", "bleu_test.json"
 
 
+def prepared_test_splits(data, splits):
+    """Those of ``splits`` that the data folder's preparation wrote (its prepare.json's ``test_sets``)."""
+    with open(os.path.join(data, "prepare.json")) as f:
+        prepared = json.load(f).get("test_sets", {})
+    return [split for split in splits if split in prepared]
+
+
 def run_arm(arm, seed, data, out, preset, cpu):
     run_dir = os.path.join(out, "runs", f"{arm}-seed{seed}")
     result_path = os.path.join(run_dir, RUN_RESULT)
@@ -57,10 +64,13 @@ def run_arm(arm, seed, data, out, preset, cpu):
         repair_last_checkpoint(run_dir)
         run_command([sys.executable, "-m", "fairseq_cli.train",
                      *training_args(arm, data, run_dir, preset, seed, cpu)], log_path)
-        run_command([sys.executable, os.path.join(ROOT, "scripts", "evaluate_bleu.py"),
-                     "--checkpoint", os.path.join(run_dir, "checkpoint_best.pt"), "--data", data,
-                     "--split", "test", "--beam", "5", "--device", "cpu" if cpu else "gpu",
-                     "--output", result_path], os.path.join(run_dir, "evaluate.log"))
+        # Other domains' test sets first: the main test's result, written last, marks the run finished.
+        for split in [*prepared_test_splits(data, preset.get("other_test_splits", [])), "test"]:
+            run_command([sys.executable, os.path.join(ROOT, "scripts", "evaluate_bleu.py"),
+                         "--checkpoint", os.path.join(run_dir, "checkpoint_best.pt"), "--data", data,
+                         "--split", split, "--beam", "5", "--device", "cpu" if cpu else "gpu",
+                         "--output", os.path.join(run_dir, f"bleu_{split}.json")],
+                        os.path.join(run_dir, f"evaluate_{split}.log"))
     else:
         logger.info("%s seed %d already finished; reusing it", arm, seed)
     return read_run(arm, seed, run_dir)
@@ -72,9 +82,16 @@ def read_run(arm, seed, run_dir):
         log_text = f.read()
     with open(os.path.join(run_dir, RUN_RESULT)) as f:
         test = json.load(f)
+    other_tests = {}
+    for name in sorted(os.listdir(run_dir)):
+        split = re.fullmatch(r"bleu_(test\d+)\.json", name)
+        if split:
+            with open(os.path.join(run_dir, name)) as f:
+                other = json.load(f)
+            other_tests[other.get("test_set", split.group(1))] = other["bleu"]
     return {"arm": arm, "seed": seed, "epochs": parse_epochs(log_text), "validations": parse_validations(log_text),
             "test_bleu": test["bleu"], "test_bleu_signature": test["bleu_signature"],
-            "test_checkpoint_updates": test.get("checkpoint_updates")}
+            "test_checkpoint_updates": test.get("checkpoint_updates"), "other_test_bleu": other_tests}
 
 
 def finished_runs(out):

@@ -195,6 +195,11 @@ class AutoAssistTranslationTask(TranslationTask):
     # ------------------------------------------------------------ logs
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
+        if self.cfg.eval_bleu and any("_bleu_totals_0" in log for log in logging_outputs) and not sum(
+                log.get("_bleu_totals_0", 0) for log in logging_outputs):
+            # Every hypothesis empty (an untrained model): fairseq logs no BLEU and its best-checkpoint
+            # bookkeeping stops with a KeyError; an empty translation scores 0.
+            metrics.log_derived("bleu", lambda meters: 0.0)
         if self.runtime is None or not any("autoassist_steps" in log for log in logging_outputs):
             return
         for key, value in self.runtime.metrics().items():
