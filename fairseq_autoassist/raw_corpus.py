@@ -68,6 +68,8 @@ def nonempty_pairs(sides):
 
 # The file of a noisy copy's corrupted pairs, written beside the raw corpus and carried into its data folder.
 NOISE_LIST = "noise.tsv"
+# The folder, inside a noisy copy's data folder, of the same corpus without those pairs (the clean-only oracle).
+CLEAN_ONLY = "clean-only"
 
 
 def write_noise(path, noise):

@@ -10,7 +10,8 @@ and ``test_2017_mscoco`` when present (fairseq's splits ``test1``, ``test2``, ..
 one joint sentencepiece model, encodes every split, and binarizes with ``fairseq-preprocess --joined-dictionary`` into
 ``--dest`` (default ``data-bin/multi30k.SRC-TGT``). Beside the binarized data it keeps
 ``spm.model`` and ``raw/{valid,test}.{src,tgt}`` so that evaluation needs nothing else, and the
-``noise.tsv`` of a noisy copy (``scripts/make_noisy_corpus.py``) when the raw folder has one.
+``noise.tsv`` of a noisy copy (``scripts/make_noisy_corpus.py``) when the raw folder has one, with the same
+corpus prepared without the listed pairs in ``DEST/clean-only/`` (the benchmark's clean-only oracle).
 """
 
 import argparse
@@ -24,6 +25,7 @@ import urllib.request
 
 from fairseq_autoassist.preparation import write_data_bin
 from fairseq_autoassist.raw_corpus import (
+    CLEAN_ONLY,
     NOISE_LIST,
     PreparationError,
     find_raw_file,
@@ -97,6 +99,36 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
     corpora = {stem: read_parallel(raw_dir, stem, src, tgt) for stem in splits}
     raw_training_pairs = len(corpora["train"][0])
     kept_training_lines = drop_empty_training_pairs(corpora, raw_dir)
+    info = write_prepared(dest, corpora, splits, src, tgt, vocab_size, workers, raw_dir)
+    info["empty_training_pairs_dropped"] = raw_training_pairs - len(kept_training_lines)
+    # A noisy copy's list of corrupted pairs travels with the data (the benchmark passes it as
+    # --autoassist-noise-ids); binarization keeps the line order, so its lines are dataset indices.
+    noise_list = os.path.join(dest, NOISE_LIST)
+    if os.path.isfile(os.path.join(raw_dir, NOISE_LIST)):
+        new_line = {line: number for number, line in enumerate(kept_training_lines)}
+        noise = read_noise(os.path.join(raw_dir, NOISE_LIST))
+        noise = {new_line[line]: kind for line, kind in noise.items() if line in new_line}
+        write_noise(noise_list, noise)
+        info["noise_ids"] = NOISE_LIST
+        # The clean-only oracle: the same corpus without its corrupted pairs, prepared the same way.
+        clean = [i for i in range(len(kept_training_lines)) if i not in noise]
+        clean_corpora = {**corpora, "train": tuple([side[i] for i in clean] for side in corpora["train"])}
+        write_prepared(os.path.join(dest, CLEAN_ONLY), clean_corpora, splits, src, tgt, vocab_size, workers, raw_dir)
+        info["clean_only"] = {"folder": CLEAN_ONLY, "train_pairs": len(clean)}
+    else:
+        for stale in (noise_list, os.path.join(dest, CLEAN_ONLY)):
+            if os.path.isdir(stale):
+                shutil.rmtree(stale)
+            elif os.path.isfile(stale):
+                os.unlink(stale)
+    with open(os.path.join(dest, "prepare.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    logger.info("prepared %s: %s", dest, info["pairs"])
+    return info
+
+
+def write_prepared(dest, corpora, splits, src, tgt, vocab_size, workers, raw_dir):
+    """Binarizes ``corpora`` (by Multi30K file stem) into ``dest``, writes its prepare.json and returns it."""
     pieces = write_data_bin(dest, {splits[stem]: sides for stem, sides in corpora.items()}, src, tgt, vocab_size,
                             workers)
     info = {
@@ -107,21 +139,9 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
         "pairs": {splits[stem]: len(sides[0]) for stem, sides in corpora.items()},
         "test_sets": {split: stem for stem, split in splits.items() if split.startswith("test")},
         "raw_dir": os.path.abspath(raw_dir),
-        "empty_training_pairs_dropped": raw_training_pairs - len(kept_training_lines),
     }
-    # A noisy copy's list of corrupted pairs travels with the data (the benchmark passes it as
-    # --autoassist-noise-ids); binarization keeps the line order, so its lines are dataset indices.
-    noise_list = os.path.join(dest, NOISE_LIST)
-    if os.path.isfile(os.path.join(raw_dir, NOISE_LIST)):
-        new_line = {line: number for number, line in enumerate(kept_training_lines)}
-        noise = read_noise(os.path.join(raw_dir, NOISE_LIST))
-        write_noise(noise_list, {new_line[line]: kind for line, kind in noise.items() if line in new_line})
-        info["noise_ids"] = NOISE_LIST
-    elif os.path.isfile(noise_list):
-        os.unlink(noise_list)
     with open(os.path.join(dest, "prepare.json"), "w") as f:
         json.dump(info, f, indent=2)
-    logger.info("prepared %s: %s", dest, info["pairs"])
     return info
 
 

@@ -56,3 +56,21 @@ def test_counts_follow_the_proportions_and_bad_input_is_refused():
     with pytest.raises(noisy.PreparationError, match="leaves no clean pair"):
         noisy.corrupt(["a"] * 4, ["b"] * 4, 0.99, seed=1)
     assert noisy.main(["--raw-dir", "/nonexistent", "--out", "/tmp/unused-noisy"]) == 2
+
+
+@pytest.mark.slow
+def test_a_prepared_noisy_copy_carries_its_clean_only_oracle(tmp_path, raw_corpus):
+    from fairseq_autoassist.benchmark.arms import arm_data
+    from scripts import prepare_multi30k
+
+    noisy.make_noisy_corpus(raw_corpus, str(tmp_path / "noisy"), "de", "en", share=0.25, seed=3)
+    info = prepare_multi30k.prepare(str(tmp_path / "noisy"), str(tmp_path / "bin"), "de", "en", vocab_size=120,
+                                    download=False)
+    corrupted = read_noise(str(tmp_path / "bin" / "noise.tsv"))
+    assert len(corrupted) == 100 and info["clean_only"] == {"folder": "clean-only", "train_pairs": 300}
+    clean = arm_data("oracle-clean", str(tmp_path / "bin"))
+    with open(tmp_path / "bin" / "clean-only" / "prepare.json") as f:
+        assert json.load(f)["pairs"] == {**info["pairs"], "train": 300}
+    assert clean == str(tmp_path / "bin" / "clean-only") and arm_data("baseline", "x") == "x"
+    with pytest.raises(FileNotFoundError, match="the oracle arm needs a noisy copy"):
+        arm_data("oracle-clean", str(tmp_path / "noisy"))

@@ -9,7 +9,7 @@ at their budgets form the budget frontier every other arm is placed on (``figure
 import argparse
 import os
 
-from ..raw_corpus import NOISE_LIST
+from ..raw_corpus import CLEAN_ONLY, NOISE_LIST
 from ..recipes import recipe
 
 # Skip the pairs whose loss is below the running 0.3 quantile (learned), none as unlearnable, floor 0.1: about 0.73 kept.
@@ -42,6 +42,8 @@ ARMS = {
     "competence": {"policy": "competence"},
     "learnable": {"policy": "learnable", "extra": ["--autoassist-base-prob", "0.1"]},
     "uniform-0.85": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "0.85"]},
+    # The stock task on a noisy corpus' clean pairs alone (prepare_multi30k.py writes them beside a noisy copy).
+    "oracle-clean": {"policy": None, "clean_only": True},
     # The few-pass regime (Tatoeba): the paper's Assistant learning from the first batch, rules that keep about 0.7
     # of the pairs (uniform's share), and skipping learned pairs alone or shared among near-duplicates.
     "assistant-no-warmup": {"policy": "assistant", "extra": ["--autoassist-warmup-epochs", "0"]},
@@ -71,7 +73,8 @@ PRESETS = {
     # Every code path once: the packing ablation's arms differ from keep-all only by options (tests/test_packing.py).
     "smoke": dict(arch="tiny", max_update=60, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1],
                   bleu_levels=[0.1], validate_interval_updates=20,
-                  arms=[arm for arm in ARMS if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2] + OPTION_VARIANTS]),
+                  arms=[arm for arm in ARMS
+                        if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2] + OPTION_VARIANTS + ["oracle-clean"]]),
     "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[10, 15, 20], arms=QUICK_ARMS),
     "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
@@ -81,7 +84,7 @@ PRESETS = {
                                 "learnable@0.6", "uniform-0.85@0.6"]),
     "multi30k-noisy": dict(arch="small", max_update=1600, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[15, 20, 25], validate_interval_updates=200, noisy=True,
-                           arms=["baseline", "assistant", "learnable", "infobatch", "uniform-0.85"]),
+                           arms=["baseline", "oracle-clean", "keep-all", "uniform-0.85", "learnable"]),
     "packing": dict(arch="small", max_update=400, max_tokens=2048, lr=2e-3, warmup_updates=300, seeds=[1, 2],
                     bleu_levels=[5, 10], validate_interval_updates=100, arms=PACKING_ARMS),
     # Tatoeba de-en (scripts/prepare_tatoeba.py), the few-pass regime: rationale in docs/results/benchmark-tatoeba/.
@@ -142,13 +145,24 @@ def noise_list(data):
     return os.path.join(data, NOISE_LIST)
 
 
+def arm_data(arm, data):
+    """The data folder ``arm`` trains and is tested on: ``data``, or for the clean-only oracle its clean copy."""
+    if not arm_spec(arm).get("clean_only"):
+        return data
+    clean = os.path.join(data, CLEAN_ONLY)
+    if not os.path.isfile(os.path.join(clean, "prepare.json")):
+        raise FileNotFoundError(f"{clean} is missing: the oracle arm needs a noisy copy prepared by "
+                                "scripts/prepare_multi30k.py from a folder with noise.tsv")
+    return clean
+
+
 def training_args(arm, data, save_dir, preset, seed, cpu):
     """fairseq-train arguments of ``arm``: the preset's recipe, its budget and schedule, validation every
     ``validate_interval_updates`` with a checkpoint there (so the best validation has its checkpoint)."""
     spec = arm_spec(arm)
     interval = preset.get("validate_interval_updates", 0)
     args = recipe(
-        data, save_dir, spec["policy"], arch=preset["arch"], max_epoch=0,
+        arm_data(arm, data), save_dir, spec["policy"], arch=preset["arch"], max_epoch=0,
         max_update=round(spec.get("budget", 1.0) * preset["max_update"]), max_tokens=preset["max_tokens"],
         lr=preset["lr"], warmup_updates=preset["warmup_updates"], seed=seed, cpu=cpu, eval_bleu=True,
         lr_scheduler=spec.get("lr_scheduler", preset.get("lr_scheduler", "inverse_sqrt")),

@@ -13,7 +13,7 @@ import shutil
 import sys
 
 from ..recipes import ROOT, run_logged, write_synthetic_multi30k
-from .arms import arm_argument, in_table_order, training_args
+from .arms import arm_argument, arm_data, in_table_order, training_args
 from .logs import parse_epochs, parse_validations
 
 logger = logging.getLogger(__name__)
@@ -65,9 +65,10 @@ def run_arm(arm, seed, data, out, preset, cpu):
         run_command([sys.executable, "-m", "fairseq_cli.train",
                      *training_args(arm, data, run_dir, preset, seed, cpu)], log_path)
         # Other domains' test sets first: the main test's result, written last, marks the run finished.
-        for split in [*prepared_test_splits(data, preset.get("other_test_splits", [])), "test"]:
+        tested_on = arm_data(arm, data)
+        for split in [*prepared_test_splits(tested_on, preset.get("other_test_splits", [])), "test"]:
             run_command([sys.executable, os.path.join(ROOT, "scripts", "evaluate_bleu.py"),
-                         "--checkpoint", os.path.join(run_dir, "checkpoint_best.pt"), "--data", data,
+                         "--checkpoint", os.path.join(run_dir, "checkpoint_best.pt"), "--data", tested_on,
                          "--split", split, "--beam", "5", "--device", "cpu" if cpu else "gpu",
                          "--output", os.path.join(run_dir, f"bleu_{split}.json")],
                         os.path.join(run_dir, f"evaluate_{split}.log"))
