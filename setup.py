@@ -20,6 +20,7 @@ setup(
         "sacrebleu>=2.0",
         "sentencepiece",
         "numpy",
+        "pycld2",  # language identification for the cleaning step (fairseq_autoassist/cleaning.py)
     ],
     extras_require={"test": ["pytest", "hypothesis"], "plots": ["matplotlib"]},
 )

@@ -15,15 +15,20 @@ corpus prepared without the listed pairs in ``DEST/clean-only/`` (the benchmark'
 """
 
 import argparse
+import collections
+import dataclasses
 import json
 import logging
 import os
 import shutil
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 
-from fairseq_autoassist.preparation import write_data_bin
+from fairseq_autoassist.cleaning import add_arguments as add_cleaning_arguments
+from fairseq_autoassist.cleaning import clean, options_from
+from fairseq_autoassist.preparation import train_sentencepiece, write_data_bin
 from fairseq_autoassist.raw_corpus import (
     CLEAN_ONLY,
     NOISE_LIST,
@@ -90,7 +95,40 @@ def drop_empty_training_pairs(corpora, raw_dir):
     return kept_training_lines
 
 
-def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
+def clean_training_pairs(corpora, kept_training_lines, src, tgt, vocab_size, options, work_dir):
+    """Applies the cleaning rules to the training pairs of ``corpora`` (in place); returns the raw line numbers
+    of the pairs kept and ``{rule: [raw line numbers removed]}``. Lengths are counted in the pieces of a
+    sentencepiece model trained on the uncleaned pairs, as the data's own model will be on the cleaned ones."""
+    source, target = corpora["train"]
+    model = train_sentencepiece(source + target, os.path.join(work_dir, "spm-uncleaned"), vocab_size)
+    kept, removed = clean(source, target, src, tgt, options, pieces=lambda text: len(model.encode(text)))
+    corpora["train"] = ([source[i] for i in kept], [target[i] for i in kept])
+    for rule, lines in removed.items():
+        logger.info("cleaning: %s removed %d training pairs", rule, len(lines))
+    return ([kept_training_lines[i] for i in kept],
+            {rule: [kept_training_lines[i] for i in lines] for rule, lines in removed.items()})
+
+
+def without_lone_duplicates(noise, training):
+    """``noise`` without the listed duplicates that are the only copy left of their pair: the duplicate rule
+    keeps the first of equal pairs, which may be the listed copy rather than its original."""
+    counts = collections.Counter(zip(*training))
+    pairs = list(zip(*training))
+    return {line: kind for line, kind in noise.items() if kind != "duplicate" or counts[pairs[line]] > 1}
+
+
+def cleaning_report(removed, noise):
+    """Per rule: the pairs removed and, with a noise list (``{raw line: kind}``), how many of each kind."""
+    report = {}
+    for rule, lines in removed.items():
+        report[rule] = {"removed": len(lines)}
+        if noise is not None:
+            kinds = collections.Counter(noise.get(line, "clean") for line in lines)
+            report[rule]["by_kind"] = dict(sorted(kinds.items()))
+    return report
+
+
+def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True, cleaning=None):
     if download:
         download_missing(raw_dir, list(SPLITS), (src, tgt))
     splits = dict(SPLITS)
@@ -99,15 +137,26 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True):
     corpora = {stem: read_parallel(raw_dir, stem, src, tgt) for stem in splits}
     raw_training_pairs = len(corpora["train"][0])
     kept_training_lines = drop_empty_training_pairs(corpora, raw_dir)
+    empty_dropped = raw_training_pairs - len(kept_training_lines)
+    raw_noise = read_noise(os.path.join(raw_dir, NOISE_LIST)) if os.path.isfile(os.path.join(raw_dir, NOISE_LIST)) else None
+    removed = None
+    if cleaning is not None:
+        os.makedirs(dest, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=dest) as work_dir:
+            kept_training_lines, removed = clean_training_pairs(corpora, kept_training_lines, src, tgt, vocab_size,
+                                                                cleaning, work_dir)
     info = write_prepared(dest, corpora, splits, src, tgt, vocab_size, workers, raw_dir)
-    info["empty_training_pairs_dropped"] = raw_training_pairs - len(kept_training_lines)
+    info["empty_training_pairs_dropped"] = empty_dropped
+    if removed is not None:
+        info["cleaning"] = {"options": dataclasses.asdict(cleaning), "rules": cleaning_report(removed, raw_noise)}
     # A noisy copy's list of corrupted pairs travels with the data (the benchmark passes it as
     # --autoassist-noise-ids); binarization keeps the line order, so its lines are dataset indices.
     noise_list = os.path.join(dest, NOISE_LIST)
-    if os.path.isfile(os.path.join(raw_dir, NOISE_LIST)):
+    if raw_noise is not None:
         new_line = {line: number for number, line in enumerate(kept_training_lines)}
-        noise = read_noise(os.path.join(raw_dir, NOISE_LIST))
-        noise = {new_line[line]: kind for line, kind in noise.items() if line in new_line}
+        noise = {new_line[line]: kind for line, kind in raw_noise.items() if line in new_line}
+        if removed is not None:
+            noise = without_lone_duplicates(noise, corpora["train"])
         write_noise(noise_list, noise)
         info["noise_ids"] = NOISE_LIST
         # The clean-only oracle: the same corpus without its corrupted pairs, prepared the same way.
@@ -155,6 +204,7 @@ def parse_args(argv=None):
     parser.add_argument("--vocab-size", type=int, default=8000, help="joint sentencepiece vocabulary (default: 8000)")
     parser.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
     parser.add_argument("--no-download", action="store_true", help="never download missing raw files")
+    add_cleaning_arguments(parser)
     args = parser.parse_args(argv)
     if args.src == args.tgt:
         parser.error(f"--src and --tgt are both {args.src!r}")
@@ -168,7 +218,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         prepare(args.raw_dir, args.dest, args.src, args.tgt, args.vocab_size, args.workers,
-                download=not args.no_download)
+                download=not args.no_download, cleaning=options_from(args))
     except PreparationError as error:
         logger.error("%s", error)
         return 2

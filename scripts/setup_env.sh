@@ -42,6 +42,8 @@ else
     "${PIP[@]}" --no-build-isolation --no-deps "$FAIRSEQ_SPEC"
 fi
 
+# Added after the first releases: an environment from before gets it without a rebuild.
+"$PY" -c "import pycld2" 2>/dev/null || "${PIP[@]}" pycld2
 "${PIP[@]}" --no-build-isolation --no-deps -e "$ROOT"
 "$PY" -c "import fairseq, fairseq_autoassist, torch; print('fairseq', fairseq.__version__, 'torch', torch.__version__)"
 log "ready: $VENV"

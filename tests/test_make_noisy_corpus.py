@@ -74,3 +74,23 @@ def test_a_prepared_noisy_copy_carries_its_clean_only_oracle(tmp_path, raw_corpu
     assert clean == str(tmp_path / "bin" / "clean-only") and arm_data("baseline", "x") == "x"
     with pytest.raises(FileNotFoundError, match="the oracle arm needs a noisy copy"):
         arm_data("oracle-clean", str(tmp_path / "noisy"))
+
+
+@pytest.mark.slow
+def test_cleaning_a_noisy_copy_reports_each_rule_by_kind_and_remaps_the_noise_list(tmp_path, raw_corpus):
+    from fairseq_autoassist.cleaning import CleaningOptions
+    from scripts import prepare_multi30k
+
+    noisy.make_noisy_corpus(raw_corpus, str(tmp_path / "noisy"), "de", "en", share=0.25, seed=3)
+    raw_noise = read_noise(str(tmp_path / "noisy" / "noise.tsv"))
+    info = prepare_multi30k.prepare(str(tmp_path / "noisy"), str(tmp_path / "bin"), "de", "en", vocab_size=120,
+                                    download=False, cleaning=CleaningOptions(language=False))
+    rules = info["cleaning"]["rules"]
+    untranslated = sum(kind == "untranslated" for kind in raw_noise.values())
+    assert sum(rule["by_kind"].get("untranslated", 0) for rule in rules.values()) == untranslated
+    assert rules["copy"]["by_kind"].get("untranslated", 0) > 0
+    removed = sum(rule["removed"] for rule in rules.values())
+    assert info["pairs"]["train"] == 400 - removed and rules["language"]["removed"] == 0
+    left = read_noise(str(tmp_path / "bin" / "noise.tsv"))
+    assert "untranslated" not in left.values() and "duplicate" not in left.values()
+    assert max(left) < info["pairs"]["train"]

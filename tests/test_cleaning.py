@@ -1,0 +1,59 @@
+"""Static cleaning (fairseq_autoassist/cleaning.py): each rule removes what it names and keeps clean pairs."""
+
+import argparse
+import builtins
+
+import pytest
+
+from fairseq_autoassist import cleaning
+from fairseq_autoassist.cleaning import CleaningOptions, clean
+from fairseq_autoassist.raw_corpus import PreparationError
+
+CLEAN = ("Ein Hund rennt über die Wiese.", "A dog runs across the meadow.")
+
+
+def words(text):
+    return len(text.split())
+
+
+@pytest.mark.parametrize("pair, rule", [
+    (CLEAN, "duplicate"),
+    (("ein HUND rennt über die Wiese!!", "A dog runs across the meadow 2."), "near_duplicate"),
+    (("Zwei Kinder spielen im Garten hinter dem alten Haus.", "Two children."), "length_ratio"),
+    (("Ein Mann fährt Fahrrad.", "Ein Mann fährt Fahrrad."), "copy"),
+    (("Eine Frau liest ein Buch im Park.", "Eine Katze schläft auf dem warmen Sofa."), "language"),
+    (("Eine Frau liest ein Buch im Park.", "Una mujer lee un libro en el parque."), "language"),
+])
+def test_each_rule_removes_its_kind_and_keeps_the_clean_pair(pair, rule):
+    kept, removed = clean([CLEAN[0], pair[0]], [CLEAN[1], pair[1]], "de", "en", CleaningOptions(), pieces=words)
+    assert kept == [0] and removed[rule] == [1]
+    assert sum(len(lines) for lines in removed.values()) == 1
+
+
+def test_a_rule_switched_off_keeps_what_it_would_remove():
+    options = CleaningOptions(max_copy_overlap=0.0, language=False)
+    kept, removed = clean(["Ein Mann fährt Fahrrad."], ["Ein Mann fährt Fahrrad."], "de", "en", options, pieces=words)
+    assert kept == [0] and not any(removed.values())
+
+
+def test_flags_switch_rules_off_and_bad_thresholds_are_refused():
+    parser = argparse.ArgumentParser()
+    cleaning.add_arguments(parser)
+    assert cleaning.options_from(parser.parse_args([])) is None
+    options = cleaning.options_from(parser.parse_args(["--clean", "--no-clean-language", "--clean-max-length-ratio", "2"]))
+    assert options == CleaningOptions(language=False, max_length_ratio=2.0)
+    with pytest.raises(PreparationError, match=r"--clean-max-copy-overlap=1.5 is outside \[0, 1\]"):
+        cleaning.options_from(parser.parse_args(["--clean", "--clean-max-copy-overlap", "1.5"]))
+
+
+def test_a_missing_language_identifier_names_the_install_and_the_flag(monkeypatch):
+    real_import = builtins.__import__
+
+    def without_pycld2(name, *args, **kwargs):
+        if name == "pycld2":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_pycld2)
+    with pytest.raises(PreparationError, match="needs pycld2 .*--no-clean-language"):
+        clean(["a"], ["b"], "de", "en", CleaningOptions(), pieces=words)
