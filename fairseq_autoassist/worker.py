@@ -177,5 +177,6 @@ def _snapshot(assistant):
     clone = copy.copy(assistant)
     clone.token_weights = assistant.token_weights.copy()
     clone.length_weights = assistant.length_weights.copy()
+    clone.pair_weights = assistant.pair_weights.copy()
     clone.bias = assistant.bias.copy()
     return clone

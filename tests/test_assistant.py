@@ -66,7 +66,7 @@ def test_source_rarity_sums_the_source_idf_of_every_token_across_chunks(monkeypa
 def test_a_repeated_token_contributes_by_its_frequency_once():
     side = CorpusSide(np.array([5, 5, 5, 2]), np.array([0, 4]))
     features = PairFeatures(side, side, vocab_size=8)
-    grad_tokens, _, grad_bias = Assistant(features).gradients(np.array([0]), np.array([-0.5]))
+    grad_tokens, _, _, grad_bias = Assistant(features).gradients(np.array([0]), np.array([-0.5]))
     # TF of token 5 is count / length = 3 / 4; the original code added its full weight 3 times.
     assert grad_tokens[0, 5] == pytest.approx(-0.5 * 3 / 4)
     assert grad_tokens[0, 2] == pytest.approx(-0.5 * 1 / 4)
@@ -271,3 +271,50 @@ def test_near_duplicate_groups_link_pairs_through_a_shared_source_or_target():
     groups = PairFeatures(source, target, vocab_size=30).near_duplicate_groups()
     np.testing.assert_array_equal(groups, [0, 1, 0, 1, 4, 0])
     assert len(set(source.sentence_hashes())) == 5
+
+
+def translated_corpus(num_pairs=3000, misaligned=300, seed=0):
+    """Source words 10-209 translate one to one into target words 210-409; the first ``misaligned`` pairs get
+    the target of another pair."""
+    rng = np.random.default_rng(seed)
+    sentences = [rng.integers(10, 210, size=rng.integers(4, 12)) for _ in range(num_pairs)]
+    targets = [s + 200 for s in sentences]
+    for i in range(misaligned):
+        targets[i] = targets[num_pairs - 1 - i]
+
+    def side(rows):
+        tokens = np.concatenate([np.r_[row, 2] for row in rows]).astype(np.uint16)
+        return CorpusSide(tokens, np.r_[0, np.cumsum([len(row) + 1 for row in rows])])
+
+    return PairFeatures(side(sentences), side(targets), vocab_size=420)
+
+
+def test_pair_features_find_misaligned_pairs_without_any_loss():
+    from fairseq_autoassist.assistant import bilingual
+
+    features = translated_corpus()
+    columns = features.bilingual()
+    assert columns.shape == (3000, len(bilingual.NAMES)) and columns.dtype == np.float16
+    lexical = columns[:, bilingual.NAMES.index("lexical_translation")].astype(np.float64)
+    # Every misaligned pair scores below every aligned one but its 300 donors (which share its target).
+    assert lexical[:300].max() < np.sort(lexical[300:])[300]
+    duplicates = columns[:, bilingual.NAMES.index("duplicates")]
+    assert duplicates[0] == duplicates[2999] > duplicates[1000]
+
+
+def test_the_assistant_learns_from_pair_features_and_refuses_a_state_without_them():
+    features = translated_corpus(seed=1)
+    assistant = Assistant(features, AssistantConfig(pair_features=True))
+    losses = np.where(np.arange(3000) < 300, 6.0, 2.0)  # misaligned pairs: high loss
+    order = np.random.default_rng(0).permutation(3000)
+    for start in range(0, 3000, 100):
+        ids = order[start:start + 100]
+        assistant.update(ids, losses[ids])
+    predicted = assistant.predict()
+    assert predicted[:300].mean() > 0.6 > predicted[300:].mean()
+    assert assistant.quality.auc(seen=False) > 0.9  # predictions before each batch: pairs it never saw
+    with pytest.raises(ValueError, match="--autoassist-pair-features differs"):
+        Assistant(features).load_state_dict(assistant.state_dict())
+    restored = Assistant(features, AssistantConfig(pair_features=True))
+    restored.load_state_dict(assistant.state_dict())
+    np.testing.assert_array_equal(restored.predict(), predicted)

@@ -22,6 +22,8 @@ from typing import Optional
 
 import numpy as np
 
+from . import bilingual
+
 SCORING_CHUNK_PAIRS = 65536
 # Odd 64-bit multipliers of the sentence hash (arithmetic modulo 2**64).
 _HASH_BASE = np.uint64(0x9E3779B97F4A7C15)
@@ -120,6 +122,7 @@ class PairFeatures:
             )
             for side in (source, target)
         ]
+        self._bilingual = None
         self._log_length_stats = []
         for side in (source, target):
             log_length = np.log(side.lengths.astype(np.float64))
@@ -158,6 +161,12 @@ class PairFeatures:
                 groups = np.minimum(groups, smallest[key])
             if np.array_equal(groups, before):
                 return groups
+
+    def bilingual(self):
+        """The pair features of ``bilingual.compute`` (computed on the first call, then kept)."""
+        if self._bilingual is None:
+            self._bilingual = bilingual.compute(self, self.near_duplicate_groups())
+        return self._bilingual
 
     def length_features(self, ids):
         """Standardized log lengths, shape (len(ids), 2): source, target."""

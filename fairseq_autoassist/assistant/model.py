@@ -67,6 +67,10 @@ class AssistantConfig:
     confidence_decay: float = option(
         0.95, "decay of the moving average of the Assistant's balanced accuracy (its confidence)",
         minimum=0, maximum=1)
+    pair_features: bool = option(
+        False, "give the Assistant features of how each pair's sides relate (length ratio, copied share, how typical "
+        "each side is of its language, a lexical translation score from the corpus' co-occurrences, near-duplicate "
+        "count; computed at start-up, 12 bytes per pair; fairseq_autoassist/assistant/bilingual.py)")
 
 
 def _as_array(value, dtype):
@@ -106,6 +110,11 @@ class Assistant:
         self.num_updates = 0
         self.num_pairs_seen = 0
         self.quality = PredictionQuality(len(features))
+        # The pair features' columns and weights (None and empty without --autoassist-pair-features).
+        self.pair_columns = features.bilingual() if config.pair_features else None
+        width = 0 if self.pair_columns is None else self.pair_columns.shape[1]
+        self.pair_weights = np.zeros(width, dtype=np.float32)
+        self._sq_pair_grads = np.zeros(width, dtype=np.float64)
 
     # ---------------------------------------------------------------- scoring
     def _effective_token_weights(self):
@@ -121,6 +130,8 @@ class Assistant:
     def _logits(self, ids, effective, gathered=None):
         gathered = self._gather(ids) if gathered is None else gathered
         logits = self.bias[0] + self.length_features(ids) @ self.length_weights
+        if self.pair_columns is not None:
+            logits = logits + self.pair_columns[ids].astype(np.float32) @ self.pair_weights
         for (tokens, lengths), weights in zip(gathered, effective):
             per_occurrence = np.repeat(1.0 / lengths, lengths) * weights[tokens]
             sentence = np.repeat(np.arange(len(ids)), lengths)
@@ -163,7 +174,8 @@ class Assistant:
             grad_tokens[2 * row] = grad_tf
             grad_tokens[2 * row + 1] = grad_tf * idf
         grad_lengths = residual @ self.length_features(ids)
-        return grad_tokens, grad_lengths, np.array([residual.sum()])
+        grad_pairs = np.zeros(0) if self.pair_columns is None else residual @ self.pair_columns[ids].astype(np.float64)
+        return grad_tokens, grad_lengths, grad_pairs, np.array([residual.sum()])
 
     def update(self, ids, per_token_losses, keep_prob=None, labels=None):
         """One step on a batch of fresh Boss losses; returns the balanced accuracy before it.
@@ -191,13 +203,14 @@ class Assistant:
         self.quality.add(ids, probs, labels)
 
         residual = (probs - labels) / len(ids)
-        grad_tokens, grad_lengths, grad_bias = self.gradients(ids, residual, gathered)
+        grad_tokens, grad_lengths, grad_pairs, grad_bias = self.gradients(ids, residual, gathered)
         present = np.zeros(self.token_weights.shape, dtype=bool)
         for row, (tokens, _) in enumerate(gathered):
             present[2 * row : 2 * row + 2, tokens] = True
         for weights, accumulator, grad, l2 in (
             (self.token_weights, self._sq_token_grads, grad_tokens, cfg.l2 * present),
             (self.length_weights, self._sq_length_grads, grad_lengths, cfg.l2),
+            (self.pair_weights, self._sq_pair_grads, grad_pairs, cfg.l2),
             (self.bias, self._sq_bias_grads, grad_bias, 0.0),
         ):
             grad = grad + l2 * weights
@@ -235,6 +248,8 @@ class Assistant:
             "num_updates": self.num_updates,
             "num_pairs_seen": self.num_pairs_seen,
             "quality": self.quality.state_dict(),
+            "pair_weights": torch.from_numpy(self.pair_weights.copy()),
+            "sq_pair_grads": torch.from_numpy(self._sq_pair_grads.copy()),
         }
 
     def load_state_dict(self, state):
@@ -247,6 +262,13 @@ class Assistant:
                 f"Assistant state has vocabulary size {state['vocab_size']}, "
                 f"the data has {self.features.vocab_size}"
             )
+        saved_width = len(state["pair_weights"]) if "pair_weights" in state else 0
+        if saved_width != len(self.pair_weights):
+            raise ValueError(f"Assistant state has {saved_width} pair-feature weights, this run "
+                             f"{len(self.pair_weights)} (--autoassist-pair-features differs)")
+        if saved_width:
+            self.pair_weights = _as_array(state["pair_weights"], np.float32).reshape(-1)
+            self._sq_pair_grads = _as_array(state["sq_pair_grads"], np.float64).reshape(-1)
         self.token_weights = _as_array(state["token_weights"], np.float32).reshape(4, -1)
         self.length_weights = _as_array(state["length_weights"], np.float32).reshape(2)
         self.bias = _as_array(state["bias"], np.float32).reshape(1)

@@ -1,0 +1,99 @@
+"""Features of how a pair's two sides relate, for an Assistant that sees the pair (no fairseq import).
+
+Token features describe each side alone, so they cannot tell that a fluent target does not translate its
+source. These describe the pair, computed once at start-up from the corpus itself (like the IDF), standardized
+and stored as float16, ``len(NAMES) * 2`` bytes per pair:
+
+* ``length_ratio``: log(target length / source length);
+* ``copied_share``: share of the target's tokens that also occur in the source (a copied source is near 1);
+* ``source_language`` / ``target_language``: the mean over a side's tokens of log(document frequency on that
+  side / on the other side), high for text typical of its side, low for the other language on the wrong side;
+* ``lexical_translation``: for each target token the best pointwise mutual information with a token of the
+  source, over co-occurrence counts of the corpus' pairs (an IBM-Model-1-like alignment score; counts hashed into
+  ``TABLE_BUCKETS`` buckets and estimated on at most ``sample_pairs`` pairs, so memory stays bounded), averaged;
+  a misaligned pair, whose sides are unrelated sentences, scores low;
+* ``duplicates``: log of the size of the pair's near-duplicate group (``PairFeatures.near_duplicate_groups``).
+"""
+
+import numpy as np
+
+NAMES = ("length_ratio", "copied_share", "source_language", "target_language", "lexical_translation", "duplicates")
+TABLE_BUCKETS = 1 << 24
+CHUNK_PAIRS = 4096
+
+
+def _pair_index(lengths):
+    return np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+
+
+def _bucket(source_tokens, target_tokens, vocab_size):
+    return (source_tokens * vocab_size + target_tokens) % TABLE_BUCKETS
+
+
+def _combinations(src_tokens, src_lengths, tgt_tokens, tgt_lengths):
+    """Every (source occurrence, target occurrence) of each pair, grouped by target occurrence: the source tokens,
+    the target tokens, and where each target occurrence's group starts."""
+    src_starts = np.cumsum(src_lengths) - src_lengths
+    # For each target occurrence, all source occurrences of its pair.
+    per_target = src_lengths[_pair_index(tgt_lengths)]
+    group_starts = np.cumsum(per_target) - per_target
+    first = np.repeat(src_starts[_pair_index(tgt_lengths)], per_target)
+    offsets = np.arange(per_target.sum(), dtype=np.int64) - np.repeat(group_starts, per_target)
+    return src_tokens[first + offsets], np.repeat(tgt_tokens, per_target), group_starts
+
+
+def _counts(keys):
+    """The distinct ``keys`` and how often each occurs, by sorting (numpy 2's hash-based ``np.unique`` takes 20
+    times as long on these arrays)."""
+    keys = np.sort(keys)
+    first = np.ones(len(keys), dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return keys[starts], np.diff(np.r_[starts, len(keys)])
+
+
+def _cooccurrence_table(features, sample):
+    """Hashed counts of (source token, target token) pairs of the pairs ``sample`` (each combination once per
+    pair), and the pairs counted."""
+    table = np.zeros(TABLE_BUCKETS, dtype=np.float32)
+    for start in range(0, len(sample), CHUNK_PAIRS):
+        ids = sample[start:start + CHUNK_PAIRS]
+        (src, src_len), (tgt, tgt_len) = features.source.gather(ids), features.target.gather(ids)
+        s, t, group_starts = _combinations(src, src_len, tgt, tgt_len)
+        pair = np.repeat(_pair_index(tgt_len), np.diff(np.r_[group_starts, len(s)]))
+        # Each combination once per pair, then counted per bucket (indices unique, so += is safe).
+        buckets, counts = _counts(_counts(pair * TABLE_BUCKETS + _bucket(s, t, features.vocab_size))[0] % TABLE_BUCKETS)
+        table[buckets] += counts
+    return table
+
+
+def compute(features, groups, sample_pairs=1_000_000, seed=0):
+    """The ``(len(features), len(NAMES))`` float16 array of standardized bilingual features."""
+    num_pairs, vocab = len(features), features.vocab_size
+    rng = np.random.default_rng(seed)
+    sample = np.sort(rng.permutation(num_pairs)[:sample_pairs]) if num_pairs > sample_pairs else np.arange(num_pairs)
+    table = _cooccurrence_table(features, sample)
+    src_df, tgt_df = (side.document_frequency(vocab).astype(np.float64) for side in features.sides)
+    # Smoothed document frequencies over the sample's scale (all pairs were counted for them).
+    scale = len(sample) / num_pairs
+    src_p, tgt_p = (src_df * scale + 1.0) / (len(sample) + 1.0), (tgt_df * scale + 1.0) / (len(sample) + 1.0)
+    typical = [np.log((src_df + 1.0) / (tgt_df + 1.0)), np.log((tgt_df + 1.0) / (src_df + 1.0))]
+    group_sizes = np.bincount(groups, minlength=num_pairs)[groups]
+    out = np.empty((num_pairs, len(NAMES)), dtype=np.float64)
+    for start in range(0, num_pairs, CHUNK_PAIRS):
+        ids = np.arange(start, min(start + CHUNK_PAIRS, num_pairs))
+        (src, src_len), (tgt, tgt_len) = features.source.gather(ids), features.target.gather(ids)
+        src_pair, tgt_pair = _pair_index(src_len), _pair_index(tgt_len)
+        src_starts, tgt_starts = np.cumsum(src_len) - src_len, np.cumsum(tgt_len) - tgt_len
+        in_source = np.isin(tgt_pair * vocab + tgt, src_pair * vocab + src)
+        s, t, group_starts = _combinations(src, src_len, tgt, tgt_len)
+        joint = table[_bucket(s, t, vocab)] / len(sample)
+        best = np.maximum.reduceat(np.log((joint + 1e-9) / (src_p[s] * tgt_p[t])), group_starts)
+        out[ids, 0] = np.log(tgt_len / src_len)
+        out[ids, 1] = np.add.reduceat(in_source.astype(np.float64), tgt_starts) / tgt_len
+        out[ids, 2] = np.add.reduceat(typical[0][src], src_starts) / src_len
+        out[ids, 3] = np.add.reduceat(typical[1][tgt], tgt_starts) / tgt_len
+        out[ids, 4] = np.add.reduceat(best, tgt_starts) / tgt_len
+        out[ids, 5] = np.log(group_sizes[ids])
+    std = out.std(axis=0)
+    return ((out - out.mean(axis=0)) / np.where(std > 0, std, 1.0)).astype(np.float16)
