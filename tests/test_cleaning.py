@@ -57,3 +57,20 @@ def test_a_missing_language_identifier_names_the_install_and_the_flag(monkeypatc
     monkeypatch.setattr(builtins, "__import__", without_pycld2)
     with pytest.raises(PreparationError, match="needs pycld2 .*--no-clean-language"):
         clean(["a"], ["b"], "de", "en", CleaningOptions(), pieces=words)
+
+
+def test_the_paracrawl_reader_takes_both_layouts_and_refuses_an_unknown_judgement(tmp_path):
+    import gzip
+
+    from scripts.paracrawl_report import read_judged_pairs
+
+    with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
+        f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n")
+    with gzip.open(tmp_path / "v7.tsv.gz", "wt") as f:
+        f.write("u1\tu2\tMenu\tImpressum\t0.52\tA\t\t12\n")
+    assert read_judged_pairs(str(tmp_path)) == [("Good morning.", "Guten Morgen.", "V", 0.81),
+                                                 ("Menu", "Impressum", "A", 0.52)]
+    with gzip.open(tmp_path / "v8.tsv.gz", "wt") as f:
+        f.write("u1\tu2\tYes\tJa\t0.5\tX\t\t3\n")
+    with pytest.raises(PreparationError, match="v8.tsv.gz: line 1 has the judgement 'X'"):
+        read_judged_pairs(str(tmp_path))

@@ -9,8 +9,9 @@ and stored as float16, ``len(NAMES) * 2`` bytes per pair:
 * ``source_language`` / ``target_language``: the mean over a side's tokens of log(document frequency on that
   side / on the other side), high for text typical of its side, low for the other language on the wrong side;
 * ``lexical_translation``: for each target token the best pointwise mutual information with a token of the
-  source, over co-occurrence counts of the corpus' pairs (an IBM-Model-1-like alignment score; counts hashed into
-  ``TABLE_BUCKETS`` buckets and estimated on at most ``sample_pairs`` pairs, so memory stays bounded), averaged;
+  source (0 without evidence), over co-occurrence counts of the corpus' pairs (an IBM-Model-1-like alignment score; counts hashed into
+  ``TABLE_BUCKETS`` buckets and estimated on at most ``sample_pairs`` pairs, so memory stays bounded; each count
+  less one, so that words met together in a single pair count for nothing), averaged;
   a misaligned pair, whose sides are unrelated sentences, scores low;
 * ``duplicates``: log of the size of the pair's near-duplicate group (``PairFeatures.near_duplicate_groups``).
 """
@@ -87,8 +88,13 @@ def compute(features, groups, sample_pairs=1_000_000, seed=0):
         src_starts, tgt_starts = np.cumsum(src_len) - src_len, np.cumsum(tgt_len) - tgt_len
         in_source = np.isin(tgt_pair * vocab + tgt, src_pair * vocab + src)
         s, t, group_starts = _combinations(src, src_len, tgt, tgt_len)
-        joint = table[_bucket(s, t, vocab)] / len(sample)
-        best = np.maximum.reduceat(np.log((joint + 1e-9) / (src_p[s] * tgt_p[t])), group_starts)
+        # Absolute discounting: a combination seen in one pair only (any two rare words of one sentence pair,
+        # aligned or not) carries no evidence, where raw PMI would rate it highest.
+        joint = np.maximum(table[_bucket(s, t, vocab)] - 1.0, 0.0) / len(sample)
+        # No evidence is neutral (0), not the very negative PMI of an unseen combination: a pair of domain words
+        # the corpus never shows together must not look worse than a misaligned pair of common ones.
+        pmi = np.log(np.maximum(joint, 1e-12) / (src_p[s] * tgt_p[t]))
+        best = np.maximum.reduceat(np.where(joint > 0, pmi, 0.0), group_starts)
         out[ids, 0] = np.log(tgt_len / src_len)
         out[ids, 1] = np.add.reduceat(in_source.astype(np.float64), tgt_starts) / tgt_len
         out[ids, 2] = np.add.reduceat(typical[0][src], src_starts) / src_len

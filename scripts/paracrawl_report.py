@@ -1,0 +1,136 @@
+#!/usr/bin/env python
+"""How well static cleaning and the pair features separate real web-mined noise, judged by people.
+
+    python scripts/paracrawl_report.py --paracrawl ../shared/data/paracrawl-human-eval \
+        --corpus ../shared/data/multi30k --out docs/results/paracrawl
+
+Mixes the 5,000 ParaCrawl English-German pairs (each judged V valid, A misaligned, MT machine translation,
+E translation error, F free translation, L wrong language, T tokenization) into a German-English training corpus
+(Multi30K's training pairs), encodes the mixture with one joint sentencepiece model, and reports for each label:
+the share the cleaning rules keep (``fairseq_autoassist.cleaning``), and the ROC AUC with which each pair feature
+(``fairseq_autoassist.assistant.bilingual``: higher should mean a better pair) ranks V above A+L and above every
+other label, beside the AUC of the bicleaner score ParaCrawl's own pipeline gave each pair. Features are
+computed as at training start, from the whole mixture; no model is trained. Writes ``report.md`` and
+``report.json`` to ``--out``.
+"""
+
+import argparse
+import gzip
+import json
+import logging
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from fairseq_autoassist.assistant import CorpusSide, PairFeatures, bilingual
+from fairseq_autoassist.cleaning import CleaningOptions, clean
+from fairseq_autoassist.preparation import train_sentencepiece
+from fairseq_autoassist.raw_corpus import PreparationError, read_parallel
+
+logger = logging.getLogger("paracrawl_report")
+
+LABELS = ("V", "A", "MT", "E", "F", "L", "T")
+# Column of the bicleaner score and of the judgement, by the number of columns of a release's rows (FORMAT.md).
+LAYOUTS = {9: (6, 7), 8: (4, 5)}
+FEATURE_SIGN = {"length_ratio": None, "copied_share": -1, "source_language": 1, "target_language": 1,
+                "lexical_translation": 1, "duplicates": -1}
+
+
+def read_judged_pairs(folder):
+    """``[(english, german, label, bicleaner score)]`` of every judged file in ``folder``."""
+    rows = []
+    names = sorted(name for name in os.listdir(folder) if name.endswith(".tsv.gz"))
+    if not names:
+        raise PreparationError(f"{folder} has no *.tsv.gz files; pass the paracrawl-human-eval folder with --paracrawl")
+    for name in names:
+        with gzip.open(os.path.join(folder, name), "rt", encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                columns = line.rstrip("\n").split("\t")
+                layout = LAYOUTS.get(len(columns))
+                if layout is None:
+                    raise PreparationError(f"{name}: line {number} has {len(columns)} columns; see FORMAT.md")
+                score, label = columns[layout[0]], columns[layout[1]].strip()
+                if label not in LABELS:
+                    raise PreparationError(f"{name}: line {number} has the judgement {label!r}, not one of "
+                                           f"{', '.join(LABELS)}")
+                rows.append((columns[2].strip(), columns[3].strip(), label, float(score)))
+    return rows
+
+
+def auc(scores, positive):
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(positive, scores))
+
+
+def encoded_side(model, lines, offset):
+    """A ``CorpusSide`` of ``lines`` encoded with ``model`` (ids shifted by ``offset``, end-of-sentence 2)."""
+    rows = [np.r_[np.asarray(ids, dtype=np.int64) + offset, 2] for ids in model.encode(lines)]
+    return CorpusSide(np.concatenate(rows), np.r_[0, np.cumsum([len(row) for row in rows])])
+
+
+def report(paracrawl_dir, corpus_dir, vocab_size=8000):
+    judged = read_judged_pairs(paracrawl_dir)
+    base_de, base_en = read_parallel(corpus_dir, "train", "de", "en")
+    german = base_de + [row[1] for row in judged]
+    english = base_en + [row[0] for row in judged]
+    mixed = np.arange(len(base_de), len(german))
+    labels = np.array([row[2] for row in judged])
+    with tempfile.TemporaryDirectory() as work:
+        model = train_sentencepiece(german + english, os.path.join(work, "spm"), vocab_size)
+        features = PairFeatures(encoded_side(model, german, 4), encoded_side(model, english, 4),
+                                vocab_size=model.get_piece_size() + 4)
+        kept, _ = clean(german, english, "de", "en", CleaningOptions(), pieces=lambda text: len(model.encode(text)))
+    columns = features.bilingual()[mixed].astype(np.float64)
+    kept_mask = np.isin(mixed, kept)
+    valid = labels == "V"
+    comparisons = {"V vs A+L": np.isin(labels, ["V", "A", "L"]), "V vs all others": np.ones(len(labels), bool)}
+    scores = {"bicleaner (ParaCrawl's pipeline)": np.array([row[3] for row in judged])}
+    scores.update((f"pair feature: {name}", sign * columns[:, index])
+                  for index, (name, sign) in enumerate((name, FEATURE_SIGN[name]) for name in bilingual.NAMES) if sign)
+    result = {
+        "pairs": {label: int((labels == label).sum()) for label in LABELS},
+        "kept_by_cleaning": {label: float(kept_mask[labels == label].mean()) for label in LABELS},
+        "auc": {name: {comparison: auc(values[subset], valid[subset]) for comparison, subset in comparisons.items()}
+                for name, values in scores.items()},
+        "corpus": os.path.abspath(corpus_dir),
+        "corpus_pairs": len(base_de),
+    }
+    return result
+
+
+def markdown(result):
+    lines = ["| label | pairs | kept by the cleaning rules |", "|---|---|---|"]
+    lines += [f"| {label} | {result['pairs'][label]:,} | {result['kept_by_cleaning'][label]:.2f} |" for label in LABELS]
+    lines += ["", "| score (higher: a better pair) | AUC V vs A+L | AUC V vs all others |", "|---|---|---|"]
+    lines += [f"| {name} | {aucs['V vs A+L']:.3f} | {aucs['V vs all others']:.3f} |"
+              for name, aucs in result["auc"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--paracrawl", required=True, help="the folder of the judged ParaCrawl files (*.tsv.gz)")
+    parser.add_argument("--corpus", required=True, help="raw German-English training corpus (train.de, train.en)")
+    parser.add_argument("--out", required=True, help="folder for report.md and report.json")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    args = parser.parse_args(argv)
+    try:
+        result = report(args.paracrawl, args.corpus, args.vocab_size)
+    except PreparationError as error:
+        logger.error("%s", error)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "report.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(args.out, "report.md"), "w") as f:
+        f.write(markdown(result))
+    logger.info("wrote %s", os.path.join(args.out, "report.md"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
