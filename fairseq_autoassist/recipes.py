@@ -151,6 +151,16 @@ def write_atomically(path, text):
     os.replace(temporary, path)
 
 
+def write_report(out, stem, record, table):
+    """A report script's two outputs, each written atomically: ``OUT/STEM.json`` (``record``, every figure) and
+    ``OUT/STEM.md`` (``table``); returns the table's path."""
+    os.makedirs(out, exist_ok=True)
+    write_atomically(os.path.join(out, f"{stem}.json"), json.dumps(record, indent=1))
+    path = os.path.join(out, f"{stem}.md")
+    write_atomically(path, table)
+    return path
+
+
 def run_logged(command, log_path, echo=False):
     """Runs ``command`` with its output appended to ``log_path`` (after a ``# command`` line) and, when
     ``echo``, to stdout too; returns the exit code."""

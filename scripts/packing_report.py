@@ -15,7 +15,6 @@ OUT/packing.md.
 """
 
 import argparse
-import json
 import logging
 import os
 import shlex
@@ -26,7 +25,7 @@ import numpy as np
 from fairseq_autoassist.benchmark.arms import PACKING_ARMS, PRESETS, arm_argument, noise_list, training_args
 from fairseq_autoassist.data.packing import update_weight_shares
 from fairseq_autoassist.raw_corpus import read_noise
-from fairseq_autoassist.recipes import build_trainer, write_atomically
+from fairseq_autoassist.recipes import build_trainer, write_report
 
 logger = logging.getLogger("packing_report")
 
@@ -116,12 +115,10 @@ def main(argv=None):
     parser.add_argument("--arms", nargs="+", default=PACKING_ARMS, type=arm_argument)
     args = parser.parse_args(argv)
     results = report(args.data, args.preset, args.seed, args.arms)
-    os.makedirs(args.out, exist_ok=True)
     command = "python scripts/packing_report.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    write_atomically(os.path.join(args.out, "packing.json"), json.dumps(
-        {"command": command, "preset": args.preset, "seed": args.seed, "arms": results}, indent=2))
     table = markdown(results, command)
-    write_atomically(os.path.join(args.out, "packing.md"), table)
+    write_report(args.out, "packing", {"command": command, "preset": args.preset, "seed": args.seed, "arms": results},
+                 table)
     logger.info("wrote %s\n%s", args.out, table)
     return 0
 

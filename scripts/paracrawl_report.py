@@ -16,7 +16,6 @@ computed as at training start, from the whole mixture; no model is trained. Writ
 
 import argparse
 import gzip
-import json
 import logging
 import os
 import sys
@@ -28,6 +27,7 @@ from fairseq_autoassist.assistant import CorpusSide, PairFeatures, bilingual
 from fairseq_autoassist.cleaning import CleaningOptions, clean
 from fairseq_autoassist.preparation import train_sentencepiece
 from fairseq_autoassist.raw_corpus import PreparationError, read_parallel
+from fairseq_autoassist.recipes import write_report
 
 logger = logging.getLogger("paracrawl_report")
 
@@ -123,12 +123,7 @@ def main(argv=None):
     except PreparationError as error:
         logger.error("%s", error)
         return 2
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "report.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write(markdown(result))
-    logger.info("wrote %s", os.path.join(args.out, "report.md"))
+    logger.info("wrote %s", write_report(args.out, "report", result, markdown(result)))
     return 0
 
 

@@ -22,9 +22,7 @@ Outputs OUT/replay.json and OUT/replay.md.
 """
 
 import argparse
-import json
 import logging
-import os
 import sys
 from dataclasses import asdict
 
@@ -36,6 +34,7 @@ from fairseq_autoassist.assistant.model import balanced_accuracy
 from fairseq_autoassist.data.iterator import load_replay_features
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import read_loss_log
+from fairseq_autoassist.recipes import write_report
 from fairseq_autoassist.selection import assistant_keep_probabilities, clip_keep_probabilities
 
 logger = logging.getLogger("replay_assistant")
@@ -144,13 +143,9 @@ def main(argv=None):
         results[name] = {"config": asdict(config), "threshold_corrected": correct_threshold,
                          "passes": replay(features, args.loss_log, config, correct_threshold, args.base_prob,
                                           args.min_keep_prob, args.seed)}
-    os.makedirs(args.out, exist_ok=True)
     command = "python scripts/replay_assistant.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    with open(os.path.join(args.out, "replay.json"), "w") as f:
-        json.dump({"command": command, "results": results}, f, indent=1)
-    with open(os.path.join(args.out, "replay.md"), "w") as f:
-        f.write(markdown(results, command))
-    logger.info("wrote %s", os.path.join(args.out, "replay.md"))
+    logger.info("wrote %s", write_report(args.out, "replay", {"command": command, "results": results},
+                                          markdown(results, command)))
     return 0
 
 

@@ -25,9 +25,7 @@ and, per rule, the kept share of each kind. Outputs OUT/replay_selection.json an
 
 import argparse
 import dataclasses
-import json
 import logging
-import os
 import sys
 
 import numpy as np
@@ -46,6 +44,7 @@ from fairseq_autoassist.selection import (
     Selector,
     difficulty_shares,
 )
+from fairseq_autoassist.recipes import write_report
 from fairseq_autoassist.worker import SyncAssistantWorker
 
 logger = logging.getLogger("replay_selection")
@@ -241,12 +240,7 @@ def main(argv=None):
         logger.info("replaying rule %s", text)
         result["rules"][text] = replay_rule(options, features, args.loss_log, kinds, args.warmup_epochs, args.seed,
                                             steps_per_pass)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "replay_selection.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    with open(os.path.join(args.out, "replay_selection.md"), "w") as f:
-        f.write(markdown(result))
-    logger.info("wrote %s", os.path.join(args.out, "replay_selection.md"))
+    logger.info("wrote %s", write_report(args.out, "replay_selection", result, markdown(result)))
     return 0
 
 

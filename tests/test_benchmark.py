@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from fairseq_autoassist.benchmark import arms as benchmark_arms
 from fairseq_autoassist.benchmark import figures, logs, report, runs as benchmark_runs
 from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, training_args
 from scripts import benchmark

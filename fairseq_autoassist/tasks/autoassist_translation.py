@@ -8,7 +8,6 @@ optional importance weights. The options are declared in the core (``options``).
 """
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import List
 
