@@ -10,6 +10,16 @@ class PreparationError(RuntimeError):
     """Bad input; the message names the file or flag to fix."""
 
 
+def exit_code(action, logger):
+    """A script's exit status: 0 once ``action()`` returns, 2 after logging a ``PreparationError`` as one line."""
+    try:
+        action()
+    except PreparationError as error:
+        logger.error("%s", error)
+        return 2
+    return 0
+
+
 def find_raw_file(raw_dir, stem, lang):
     for name in (f"{stem}.{lang}", f"{stem}.{lang}.gz"):
         path = os.path.join(raw_dir, name)

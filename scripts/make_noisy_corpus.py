@@ -29,7 +29,14 @@ import sys
 
 import numpy as np
 
-from fairseq_autoassist.raw_corpus import NOISE_LIST, PreparationError, find_raw_file, read_parallel, write_noise
+from fairseq_autoassist.raw_corpus import (
+    NOISE_LIST,
+    PreparationError,
+    exit_code,
+    find_raw_file,
+    read_parallel,
+    write_noise,
+)
 
 logger = logging.getLogger("make_noisy_corpus")
 
@@ -126,12 +133,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not 0.0 <= args.share < 1.0:
         parser.error(f"--share {args.share} must be in [0, 1)")
-    try:
-        make_noisy_corpus(args.raw_dir, args.out, args.src, args.tgt, args.share, args.seed, args.kinds)
-    except PreparationError as error:
-        logger.error("%s", error)
-        return 2
-    return 0
+    return exit_code(lambda: make_noisy_corpus(args.raw_dir, args.out, args.src, args.tgt, args.share, args.seed,
+                                               args.kinds), logger)
 
 
 if __name__ == "__main__":

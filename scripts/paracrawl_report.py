@@ -26,7 +26,7 @@ import numpy as np
 from fairseq_autoassist.assistant import CorpusSide, PairFeatures, bilingual
 from fairseq_autoassist.cleaning import CleaningOptions, clean
 from fairseq_autoassist.preparation import train_sentencepiece
-from fairseq_autoassist.raw_corpus import PreparationError, read_parallel
+from fairseq_autoassist.raw_corpus import PreparationError, exit_code, read_parallel
 from fairseq_autoassist.recipes import write_report
 
 logger = logging.getLogger("paracrawl_report")
@@ -118,13 +118,11 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="folder for report.md and report.json")
     parser.add_argument("--vocab-size", type=int, default=8000)
     args = parser.parse_args(argv)
-    try:
+    def write():
         result = report(args.paracrawl, args.corpus, args.vocab_size)
-    except PreparationError as error:
-        logger.error("%s", error)
-        return 2
-    logger.info("wrote %s", write_report(args.out, "report", result, markdown(result)))
-    return 0
+        logger.info("wrote %s", write_report(args.out, "report", result, markdown(result)))
+
+    return exit_code(write, logger)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from fairseq_autoassist.raw_corpus import (
     CLEAN_ONLY,
     NOISE_LIST,
     PreparationError,
+    exit_code,
     find_raw_file,
     nonempty_pairs,
     read_noise,
@@ -216,13 +217,8 @@ def parse_args(argv=None):
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
     args = parse_args(argv)
-    try:
-        prepare(args.raw_dir, args.dest, args.src, args.tgt, args.vocab_size, args.workers,
-                download=not args.no_download, cleaning=options_from(args))
-    except PreparationError as error:
-        logger.error("%s", error)
-        return 2
-    return 0
+    return exit_code(lambda: prepare(args.raw_dir, args.dest, args.src, args.tgt, args.vocab_size, args.workers,
+                                     download=not args.no_download, cleaning=options_from(args)), logger)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import zipfile
 import numpy as np
 
 from fairseq_autoassist.preparation import write_data_bin
-from fairseq_autoassist.raw_corpus import PreparationError, nonempty_pairs, read_parallel
+from fairseq_autoassist.raw_corpus import PreparationError, exit_code, nonempty_pairs, read_parallel
 from fairseq_autoassist.recipes import ROOT
 
 logger = logging.getLogger("prepare_tatoeba")
@@ -170,13 +170,9 @@ def parse_args(argv=None):
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
     args = parse_args(argv)
-    try:
-        prepare(args.input, args.dest, args.src, args.tgt, args.vocab_size, args.valid_sentences, args.test_sentences,
-                args.seed, args.multi30k_test, args.newstest, args.workers)
-    except PreparationError as error:
-        logger.error("%s", error)
-        return 2
-    return 0
+    return exit_code(lambda: prepare(args.input, args.dest, args.src, args.tgt, args.vocab_size, args.valid_sentences,
+                                     args.test_sentences, args.seed, args.multi30k_test, args.newstest, args.workers),
+                     logger)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import tarfile
 import tempfile
 import urllib.request
 
-from fairseq_autoassist.raw_corpus import PreparationError, check_side_by_side, read_lines
+from fairseq_autoassist.raw_corpus import PreparationError, check_side_by_side, exit_code, read_lines
 
 logger = logging.getLogger("prepare_wmt14")
 
@@ -320,13 +320,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1, help="seed of the sentencepiece sample")
     args = parser.parse_args(argv)
     dest = args.dest or os.path.join("data-bin", f"wmt14.{args.src}-{args.tgt}")
-    try:
-        prepare(args.raw_dir, dest, args.src, args.tgt, args.vocab_size, args.spm_sample, args.workers,
-                args.news_commentary, args.download, args.seed)
-    except PreparationError as error:
-        logger.error("%s", error)
-        return 2
-    return 0
+    return exit_code(lambda: prepare(args.raw_dir, dest, args.src, args.tgt, args.vocab_size, args.spm_sample,
+                                     args.workers, args.news_commentary, args.download, args.seed), logger)
 
 
 if __name__ == "__main__":
