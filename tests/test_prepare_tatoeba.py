@@ -79,7 +79,7 @@ def test_prepares_a_data_bin_with_the_counts_and_the_other_domains_test(tmp_path
 
 @pytest.mark.slow
 def test_the_tatoeba_preset_trains_and_scores_every_prepared_test_set(tmp_path, raw_corpus):
-    """The preset's recipe at 0.5% of its budget on a small Tatoeba-like corpus: the plugin's iterator and a rule
+    """The preset's recipe at 1% of its budget on a small Tatoeba-like corpus: the plugin's iterator and a rule
     that learns from the first batch, each scored on the Tatoeba test and on the other domain's (the stock arm's
     path is the smoke preset's). An untrained model's empty translations validate at BLEU 0."""
     data = tmp_path / "tatoeba.de-en"
@@ -87,12 +87,12 @@ def test_the_tatoeba_preset_trains_and_scores_every_prepared_test_set(tmp_path, 
                     test_sentences=20, multi30k_dir=raw_corpus)
     out = tmp_path / "bench"
     run_script("scripts/benchmark.py", "--preset", "tatoeba", "--data", str(data), "--out", str(out), "--seeds", "1",
-               "--arms", "keep-all@0.005", "near-duplicates-no-warmup@0.005", "--validate-interval-updates", "45",
+               "--arms", "keep-all@0.01", "near-duplicates-no-warmup@0.01", "--validate-interval-updates", "45",
                timeout=1200)
     with open(out / "results.json") as f:
         runs = {run["arm"]: run for run in json.load(f)["runs"]}
-    assert set(runs) == {"keep-all@0.005", "near-duplicates-no-warmup@0.005"}
+    assert set(runs) == {"keep-all@0.01", "near-duplicates-no-warmup@0.01"}
     for run in runs.values():
         assert run["validations"][-1]["updates"] == 45
         assert set(run["other_test_bleu"]) == {"multi30k_test_2016_flickr"}
-    assert "aa_own_share" in (out / "runs" / "near-duplicates-no-warmup@0.005-seed1" / "train.log").read_text()
+    assert "aa_own_share" in (out / "runs" / "near-duplicates-no-warmup@0.01-seed1" / "train.log").read_text()

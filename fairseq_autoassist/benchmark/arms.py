@@ -66,9 +66,10 @@ PACKING_ARMS = ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-al
                 "keep-all"]
 FRONTIER_BASELINES = ["baseline-cosine-0.4", "baseline-cosine-0.5", "baseline-cosine-0.6", "baseline-cosine-0.8"]
 
-# Updates of one stock pass over Tatoeba's training split (906 batches of 2,048 tokens), and the few-pass budget.
+# Updates of one stock pass over Tatoeba's training split (906 batches of 2,048 tokens), and the few-pass budget:
+# five passes, where the stock curve bends (docs/results/benchmark-tatoeba/README.md).
 TATOEBA_PASS = 906
-TATOEBA_BUDGET = 9000
+TATOEBA_BUDGET = 5 * TATOEBA_PASS
 
 # ``bleu_levels``: the validation BLEU levels whose update and token ratios are tabulated.
 PRESETS = {
@@ -91,9 +92,11 @@ PRESETS = {
                     bleu_levels=[5, 10], validate_interval_updates=100, arms=PACKING_ARMS),
     # Tatoeba de-en (scripts/prepare_tatoeba.py), the few-pass regime: rationale in docs/results/benchmark-tatoeba/.
     "tatoeba": dict(arch="small", max_update=TATOEBA_BUDGET, max_tokens=2048, lr=2e-3, warmup_updates=300,
-                    lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[20, 25, 30], validate_interval_updates=450,
+                    lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[25, 30, 35],
+                    validate_interval_updates=TATOEBA_PASS // 2,
                     other_test_splits=["test1", "test2"],
-                    arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "near-duplicates@0.7", "uniform@0.7",
+                    arms=["baseline", "baseline-cosine-0.6", "baseline-cosine-0.8", "baseline-cosine-0.5",
+                          "baseline-cosine-0.4", "keep-all@0.7", "near-duplicates@0.7", "uniform@0.7",
                           "assistant@0.7", "assistant-no-warmup@0.7", "skip-learned@0.7", "learnable@0.7",
                           "loss-percentile-0.7@0.7"]),
     "tatoeba-one-pass": dict(arch="small", max_update=TATOEBA_PASS, max_tokens=2048, lr=2e-3, warmup_updates=300,
