@@ -9,7 +9,7 @@
         --rule assistant --rule progress:base_prob=0.1 --out docs/results/benchmark-multi30k-noisy/replay
 
 A screen for rules before they cost training runs. Each rule (``POLICY`` or ``POLICY:option=value,...``
-with any ``SelectionOptions`` field, e.g. ``progress:base_prob=0.1,progress_fresh_passes=2``) runs the
+with any ``SelectionOptions`` or ``AssistantConfig`` field, e.g. ``learnable:base_prob=0.1,pair_features=true``) runs the
 real selector, Assistant (synchronous) and loss table over the logged steps in order: before a step
 its rule gives each of the step's pairs a keep probability, a seeded draw keeps some, and only the
 kept pairs' losses reach the rule's Assistant and loss table, as in a shrinking run (``--warmup-epochs``
@@ -53,21 +53,22 @@ CLEAN = "clean"
 
 
 def parse_rule(text):
-    """``POLICY[:field=value,...]`` -> ``(text, SelectionOptions)``."""
+    """``POLICY[:field=value,...]`` -> ``(text, SelectionOptions, AssistantConfig)``; a field of either."""
     name, _, settings = text.partition(":")
     if name not in POLICIES or POLICIES[name].keep is None:
         raise argparse.ArgumentTypeError(f"--rule {text}: the policy must be one of "
                                          f"{', '.join(n for n, p in POLICIES.items() if p.keep)}")
-    fields = {field.name: field.type for field in dataclasses.fields(SelectionOptions)}
-    values = {"policy": name}
+    groups = (SelectionOptions, AssistantConfig)
+    fields = {field.name: (group, field.type) for group in groups for field in dataclasses.fields(group)}
+    values = {SelectionOptions: {"policy": name}, AssistantConfig: {}}
     for item in filter(None, settings.split(",")):
         key, _, value = item.partition("=")
         if key not in fields or not value:
             raise argparse.ArgumentTypeError(f"--rule {text}: {item!r} is not FIELD=VALUE with a field of "
-                                             f"SelectionOptions ({', '.join(fields)})")
-        kind = fields[key]
-        values[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
-    return text, SelectionOptions(**values)
+                                             f"SelectionOptions or AssistantConfig ({', '.join(fields)})")
+        group, kind = fields[key]
+        values[group][key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return text, SelectionOptions(**values[SelectionOptions]), AssistantConfig(**values[AssistantConfig])
 
 
 def pair_kinds(num_pairs, noise_ids):
@@ -157,10 +158,9 @@ def describe_run(loss_log, kinds, loss_mean_decay, steps_per_pass):
     return run
 
 
-def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_per_pass):
-    """``{pass: {kind: kept share}}`` of one rule over the logged steps."""
+def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_per_pass, config=AssistantConfig()):
+    """``{pass: {kind: kept share}}`` of one rule (``options``, its Assistant's ``config``) over the logged steps."""
     policy = POLICIES[options.policy]
-    config = AssistantConfig()
     worker = SyncAssistantWorker(Assistant(features, config)) if policy.needs_assistant else None
     loss_table = policy.build_loss_table(len(kinds), options, steps_per_pass, config.loss_mean_decay,
                                          groups=features.near_duplicate_groups() if policy.needs_groups else None)
@@ -211,7 +211,7 @@ def parse_args(argv=None):
     parser.add_argument("--source-lang", default="de")
     parser.add_argument("--target-lang", default="en")
     parser.add_argument("--rule", dest="rules", action="append", type=parse_rule, required=True,
-                        help="POLICY or POLICY:FIELD=VALUE,... (SelectionOptions fields); repeat for several")
+                        help="POLICY or POLICY:FIELD=VALUE,... (SelectionOptions or AssistantConfig fields); repeat for several")
     parser.add_argument("--warmup-epochs", type=int, default=1, help="--autoassist-warmup-epochs of every rule")
     parser.add_argument("--seed", type=int, default=1, help="seed of the simulated keep draws")
     parser.add_argument("--out", required=True, help="folder for replay_selection.json and replay_selection.md")
@@ -236,10 +236,10 @@ def main(argv=None):
         "run": describe_run(args.loss_log, kinds, AssistantConfig().loss_mean_decay, steps_per_pass),
         "rules": {},
     }
-    for text, options in args.rules:
+    for text, options, config in args.rules:
         logger.info("replaying rule %s", text)
         result["rules"][text] = replay_rule(options, features, args.loss_log, kinds, args.warmup_epochs, args.seed,
-                                            steps_per_pass)
+                                            steps_per_pass, config)
     logger.info("wrote %s", write_report(args.out, "replay_selection", result, markdown(result)))
     return 0
 

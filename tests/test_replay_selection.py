@@ -90,10 +90,12 @@ def test_the_run_description_shows_each_kinds_loss_and_labels(planted_run):
     assert run["progress_label"][PASSES]["misaligned"] < 0.2 and run["progress_label"][PASSES]["clean"] > 0.8
 
 
-def test_a_rule_names_a_policy_and_selection_options():
-    text, options = parse_rule("progress:base_prob=0.2,importance_weighting=true,progress_fresh_passes=2")
+def test_a_rule_names_a_policy_selection_options_and_assistant_settings():
+    text, options, config = parse_rule("progress:base_prob=0.2,importance_weighting=true,progress_fresh_passes=2,"
+                                       "pair_features=true")
     assert (options.policy, options.base_prob, options.importance_weighting, options.progress_fresh_passes) == (
         "progress", 0.2, True, 2.0)
+    assert config.pair_features and not parse_rule("progress")[2].pair_features
     for bad in ("nosuch", "none", "progress:speed=2", "progress:base_prob"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_rule(bad)

@@ -67,6 +67,8 @@ class Policy:
 
 
 def _assistant(selector, indices, progress):
+    """The Assistant's prediction decides for every pair, in the paper's rule (the label it learns: the paper's,
+    or the loss table's when the policy ``learns_table_labels``)."""
     if not selector.worker.healthy:
         return None
     assistant = selector.worker.snapshot()
@@ -137,6 +139,9 @@ POLICIES = {
                "untranslated, wrong-language pairs), both relative to the corpus' loss when measured; a pair's own "
                "latest loss once seen, the Assistant's prediction before", _own_label_or_assistant, needs_assistant=True, loss_table=_loss_band,
                learns_table_labels=True),
+        Policy("predicted-learnable", "learnable's label, but the Assistant's prediction of it decides for every pair, "
+               "seen or not: for features that see what a pair's own loss cannot (--autoassist-pair-features)",
+               _assistant, needs_assistant=True, loss_table=_loss_band, learns_table_labels=True),
         Policy("near-duplicates", "for redundant corpora: the learnable rule with one latest loss shared by "
                "near-duplicate pairs (an identical source or target sentence, such as several translations of one "
                "sentence), so a pair whose sibling the Boss has just learned counts as learned; the Assistant "
