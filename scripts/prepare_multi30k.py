@@ -161,10 +161,10 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True, clean
         write_noise(noise_list, noise)
         info["noise_ids"] = NOISE_LIST
         # The clean-only oracle: the same corpus without its corrupted pairs, prepared the same way.
-        clean = [i for i in range(len(kept_training_lines)) if i not in noise]
-        clean_corpora = {**corpora, "train": tuple([side[i] for i in clean] for side in corpora["train"])}
+        clean_lines = [i for i in range(len(kept_training_lines)) if i not in noise]
+        clean_corpora = {**corpora, "train": tuple([side[i] for i in clean_lines] for side in corpora["train"])}
         write_prepared(os.path.join(dest, CLEAN_ONLY), clean_corpora, splits, src, tgt, vocab_size, workers, raw_dir)
-        info["clean_only"] = {"folder": CLEAN_ONLY, "train_pairs": len(clean)}
+        info["clean_only"] = {"folder": CLEAN_ONLY, "train_pairs": len(clean_lines)}
     else:
         for stale in (noise_list, os.path.join(dest, CLEAN_ONLY)):
             if os.path.isdir(stale):
