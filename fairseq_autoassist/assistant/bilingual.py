@@ -18,6 +18,8 @@ and stored as float16, ``len(NAMES) * 2`` bytes per pair:
 
 import numpy as np
 
+from .features import distinct_counts
+
 NAMES = ("length_ratio", "copied_share", "source_language", "target_language", "lexical_translation", "duplicates")
 TABLE_BUCKETS = 1 << 24
 CHUNK_PAIRS = 4096
@@ -43,16 +45,6 @@ def _combinations(src_tokens, src_lengths, tgt_tokens, tgt_lengths):
     return src_tokens[first + offsets], np.repeat(tgt_tokens, per_target), group_starts
 
 
-def _counts(keys):
-    """The distinct ``keys`` and how often each occurs, by sorting (numpy 2's hash-based ``np.unique`` takes 20
-    times as long on these arrays)."""
-    keys = np.sort(keys)
-    first = np.ones(len(keys), dtype=bool)
-    np.not_equal(keys[1:], keys[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    return keys[starts], np.diff(np.r_[starts, len(keys)])
-
-
 def _cooccurrence_table(features, sample):
     """Hashed counts of (source token, target token) pairs of the pairs ``sample`` (each combination once per
     pair), and the pairs counted."""
@@ -63,7 +55,8 @@ def _cooccurrence_table(features, sample):
         s, t, group_starts = _combinations(src, src_len, tgt, tgt_len)
         pair = np.repeat(_pair_index(tgt_len), np.diff(np.r_[group_starts, len(s)]))
         # Each combination once per pair, then counted per bucket (indices unique, so += is safe).
-        buckets, counts = _counts(_counts(pair * TABLE_BUCKETS + _bucket(s, t, features.vocab_size))[0] % TABLE_BUCKETS)
+        buckets, counts = distinct_counts(
+            distinct_counts(pair * TABLE_BUCKETS + _bucket(s, t, features.vocab_size))[0] % TABLE_BUCKETS)
         table[buckets] += counts
     return table
 
@@ -74,7 +67,7 @@ def compute(features, groups, sample_pairs=1_000_000, seed=0):
     rng = np.random.default_rng(seed)
     sample = np.sort(rng.permutation(num_pairs)[:sample_pairs]) if num_pairs > sample_pairs else np.arange(num_pairs)
     table = _cooccurrence_table(features, sample)
-    src_df, tgt_df = (side.document_frequency(vocab).astype(np.float64) for side in features.sides)
+    src_df, tgt_df = (df.astype(np.float64) for df in features.document_frequencies)
     # Smoothed document frequencies over the sample's scale (all pairs were counted for them).
     scale = len(sample) / num_pairs
     src_p, tgt_p = (src_df * scale + 1.0) / (len(sample) + 1.0), (tgt_df * scale + 1.0) / (len(sample) + 1.0)

@@ -22,8 +22,6 @@ from typing import Optional
 
 import numpy as np
 
-from . import bilingual
-
 SCORING_CHUNK_PAIRS = 65536
 # Odd 64-bit multipliers of the sentence hash (arithmetic modulo 2**64).
 _HASH_BASE = np.uint64(0x9E3779B97F4A7C15)
@@ -90,14 +88,19 @@ class CorpusSide:
             ids = np.arange(start, min(start + SCORING_CHUNK_PAIRS, len(self)))
             tokens, lengths = self.gather(ids)
             sentence = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
-            # A sort and a neighbour comparison, not np.unique: numpy 2's hash-based unique took 40
-            # times as long here (45 s per million pairs; docs/results/scale-wmt14.md).
-            keys = np.sort(sentence * vocab_size + tokens)
-            first = np.empty(len(keys), dtype=bool)
-            first[:1] = True
-            np.not_equal(keys[1:], keys[:-1], out=first[1:])
-            df += np.bincount(keys[first] % vocab_size, minlength=vocab_size)
+            df += np.bincount(distinct_counts(sentence * vocab_size + tokens)[0] % vocab_size, minlength=vocab_size)
         return df
+
+
+def distinct_counts(keys):
+    """The distinct ``keys`` (sorted) and how often each occurs: a sort and a neighbour comparison, not
+    ``np.unique``, whose hash-based path in numpy 2 took 40 times as long on these arrays (45 s per million pairs
+    for the document frequencies; docs/results/scale-wmt14.md)."""
+    keys = np.sort(keys)
+    first = np.ones(len(keys), dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return keys[starts], np.diff(np.r_[starts, len(keys)])
 
 
 class PairFeatures:
@@ -116,12 +119,9 @@ class PairFeatures:
         self.target = target
         self.vocab_size = int(vocab_size)
         num_pairs = max(len(source), 1)
-        self.idf = [
-            np.log(num_pairs / np.maximum(side.document_frequency(self.vocab_size), 1)).astype(
-                np.float32
-            )
-            for side in (source, target)
-        ]
+        # Kept for the pair features (``bilingual``), which compare each token's frequency on the two sides.
+        self.document_frequencies = [side.document_frequency(self.vocab_size) for side in (source, target)]
+        self.idf = [np.log(num_pairs / np.maximum(df, 1)).astype(np.float32) for df in self.document_frequencies]
         self._bilingual = None
         self._log_length_stats = []
         for side in (source, target):
@@ -165,6 +165,8 @@ class PairFeatures:
     def bilingual(self):
         """The pair features of ``bilingual.compute`` (computed on the first call, then kept)."""
         if self._bilingual is None:
+            from . import bilingual  # it builds on this module
+
             self._bilingual = bilingual.compute(self, self.near_duplicate_groups())
         return self._bilingual
 
