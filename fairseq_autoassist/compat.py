@@ -1,4 +1,5 @@
-"""Loading fairseq 0.12 checkpoints: under torch >= 2.6, and with one line for a file that cannot be read.
+"""Loading fairseq 0.12 checkpoints: under torch >= 2.6, with one line for a file that cannot be read, and the
+arrays AutoAssist keeps in them read back (``checkpointed_array``; no fairseq import at module level).
 
 torch 2.6 made ``torch.load`` default to ``weights_only=True``; fairseq 0.12 checkpoints hold an
 ``argparse.Namespace`` and omegaconf containers, so every resume and every ``fairseq-generate``
@@ -24,6 +25,14 @@ import numpy as np
 import torch
 
 from .errors import AutoAssistConfigError, report_config_errors_in_one_line
+
+
+def checkpointed_array(value, dtype):
+    """A numpy copy, of ``dtype``, of an array AutoAssist saved in a checkpoint (a tensor, so that
+    ``torch.load(weights_only=True)`` accepts it; or array-like)."""
+    if isinstance(value, torch.Tensor):
+        value = value.numpy()
+    return np.array(value, dtype=dtype)
 
 
 def _numpy_globals():

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..compat import checkpointed_array
 from ..option_fields import option
 from ..selection.sampling import selection_corrected_mean
 from .features import SCORING_CHUNK_PAIRS, PairFeatures
@@ -71,13 +72,6 @@ class AssistantConfig:
         False, "give the Assistant features of how each pair's sides relate (length ratio, copied share, how typical "
         "each side is of its language, a lexical translation score from the corpus' co-occurrences, near-duplicate "
         "count; computed at start-up, 12 bytes per pair; fairseq_autoassist/assistant/bilingual.py)")
-
-
-def _as_array(value, dtype):
-    """A numpy copy of a checkpointed tensor (or array-like)."""
-    if isinstance(value, torch.Tensor):
-        value = value.numpy()
-    return np.array(value, dtype=dtype)
 
 
 def balanced_accuracy(predicted, actual):
@@ -267,14 +261,14 @@ class Assistant:
             raise ValueError(f"Assistant state has {saved_width} pair-feature weights, this run "
                              f"{len(self.pair_weights)} (--autoassist-pair-features differs)")
         if saved_width:
-            self.pair_weights = _as_array(state["pair_weights"], np.float32).reshape(-1)
-            self._sq_pair_grads = _as_array(state["sq_pair_grads"], np.float64).reshape(-1)
-        self.token_weights = _as_array(state["token_weights"], np.float32).reshape(4, -1)
-        self.length_weights = _as_array(state["length_weights"], np.float32).reshape(2)
-        self.bias = _as_array(state["bias"], np.float32).reshape(1)
-        self._sq_token_grads = _as_array(state["sq_token_grads"], np.float64).reshape(4, -1)
-        self._sq_length_grads = _as_array(state["sq_length_grads"], np.float64).reshape(2)
-        self._sq_bias_grads = _as_array(state["sq_bias_grads"], np.float64).reshape(1)
+            self.pair_weights = checkpointed_array(state["pair_weights"], np.float32).reshape(-1)
+            self._sq_pair_grads = checkpointed_array(state["sq_pair_grads"], np.float64).reshape(-1)
+        self.token_weights = checkpointed_array(state["token_weights"], np.float32).reshape(4, -1)
+        self.length_weights = checkpointed_array(state["length_weights"], np.float32).reshape(2)
+        self.bias = checkpointed_array(state["bias"], np.float32).reshape(1)
+        self._sq_token_grads = checkpointed_array(state["sq_token_grads"], np.float64).reshape(4, -1)
+        self._sq_length_grads = checkpointed_array(state["sq_length_grads"], np.float64).reshape(2)
+        self._sq_bias_grads = checkpointed_array(state["sq_bias_grads"], np.float64).reshape(1)
         self.loss_mean = state["loss_mean"]
         self.confidence = float(state["confidence"])
         self.accuracy = float(state["accuracy"])

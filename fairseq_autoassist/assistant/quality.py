@@ -11,6 +11,8 @@ figure follows the Assistant over the last few hundred batches; ties within a bi
 import numpy as np
 import torch
 
+from ..compat import checkpointed_array
+
 BINS = 64
 
 
@@ -47,7 +49,6 @@ class PredictionQuality:
         return {"seen": torch.from_numpy(np.packbits(self.seen)), "counts": torch.from_numpy(self.counts.copy())}
 
     def load_state_dict(self, state):
-        bits = state["seen"].numpy() if isinstance(state["seen"], torch.Tensor) else np.asarray(state["seen"])
-        self.seen = np.unpackbits(bits.astype(np.uint8), count=len(self.seen)).astype(bool)
-        counts = state["counts"]
-        self.counts = np.array(counts.numpy() if isinstance(counts, torch.Tensor) else counts, dtype=np.float64)
+        bits = checkpointed_array(state["seen"], np.uint8)
+        self.seen = np.unpackbits(bits, count=len(self.seen)).astype(bool)
+        self.counts = checkpointed_array(state["counts"], np.float64)

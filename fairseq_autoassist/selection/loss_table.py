@@ -5,11 +5,8 @@ each pair informative or not from its own losses (for the hybrid policies ``prog
 import numpy as np
 import torch
 
+from ..compat import checkpointed_array
 from .sampling import selection_corrected_mean, selection_corrected_quantile
-
-
-def _as_numpy(value):
-    return value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
 PERCENTILE_SAMPLE = 65536
@@ -57,10 +54,10 @@ class LatestLossTable:
         return {"losses": torch.from_numpy(self.losses.copy())}
 
     def load_state_dict(self, state):
-        losses = _as_numpy(state["losses"])
+        losses = checkpointed_array(state["losses"], np.float32)
         if losses.shape != self.losses.shape:
             raise ValueError(f"loss table has {losses.shape[0]} pairs, the data has {self.losses.shape[0]}")
-        self.losses = losses.astype(np.float32)
+        self.losses = losses
 
 
 class LabelledLossTable(LatestLossTable):
@@ -94,7 +91,7 @@ class LabelledLossTable(LatestLossTable):
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.last_step = _as_numpy(state["last_step"]).astype(np.int32)
+        self.last_step = checkpointed_array(state["last_step"], np.int32)
         self.step = int(state["step"])
 
 
@@ -164,8 +161,8 @@ class LossHistory(LabelledLossTable):
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.previous = _as_numpy(state["previous"]).astype(np.float32)
-        self.previous_step = _as_numpy(state["previous_step"]).astype(np.int32)
+        self.previous = checkpointed_array(state["previous"], np.float32)
+        self.previous_step = checkpointed_array(state["previous_step"], np.int32)
         self.progress_mean = float(state["progress_mean"])
 
 
