@@ -48,12 +48,12 @@ def normalized(text):
     return _NOT_LETTERS.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
 
 
-def copy_overlap(source, target):
-    """Share of the target's words (lower case) that occur in the source."""
-    target_words = normalized(target).split()
+def copy_overlap(normalized_source, normalized_target):
+    """Share of the target's words that occur in the source (both ``normalized``)."""
+    target_words = normalized_target.split()
     if not target_words:
         return 0.0
-    source_words = set(normalized(source).split())
+    source_words = set(normalized_source.split())
     return sum(word in source_words for word in target_words) / len(target_words)
 
 
@@ -100,8 +100,8 @@ def _first_rule(src, tgt, src_lang, tgt_lang, options, pieces, detect, seen_exac
         if (src, tgt) in seen_exact:
             return "duplicate"
         seen_exact.add((src, tgt))
+    key = (normalized(src), normalized(tgt))
     if options.near_duplicates:
-        key = (normalized(src), normalized(tgt))
         if key in seen_normalized:
             return "near_duplicate"
         seen_normalized.add(key)
@@ -109,7 +109,7 @@ def _first_rule(src, tgt, src_lang, tgt_lang, options, pieces, detect, seen_exac
         lengths = sorted((max(pieces(src), 1), max(pieces(tgt), 1)))
         if lengths[1] > options.max_length_ratio * lengths[0]:
             return "length_ratio"
-    if options.max_copy_overlap > 0 and copy_overlap(src, tgt) >= options.max_copy_overlap:
+    if options.max_copy_overlap > 0 and copy_overlap(*key) >= options.max_copy_overlap:
         return "copy"
     if detect is not None and any(found not in (None, lang) for found, lang in ((detect(src), src_lang),
                                                                               (detect(tgt), tgt_lang))):

@@ -88,8 +88,9 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000):
     valid = labels == "V"
     comparisons = {"V vs A+L": np.isin(labels, ["V", "A", "L"]), "V vs all others": np.ones(len(labels), bool)}
     scores = {"bicleaner (ParaCrawl's pipeline)": np.array([row[3] for row in judged])}
-    scores.update((f"pair feature: {name}", sign * columns[:, index])
-                  for index, (name, sign) in enumerate((name, FEATURE_SIGN[name]) for name in bilingual.NAMES) if sign)
+    for index, name in enumerate(bilingual.NAMES):
+        if FEATURE_SIGN[name]:
+            scores[f"pair feature: {name}"] = FEATURE_SIGN[name] * columns[:, index]
     result = {
         "pairs": {label: int((labels == label).sum()) for label in LABELS},
         "kept_by_cleaning": {label: float(kept_mask[labels == label].mean()) for label in LABELS},

@@ -74,6 +74,8 @@ class AutoAssistTranslationTask(TranslationTask):
         """The stock iterator, except for the training set under a selection policy: there one
         ``ShrinkingEpochBatchIterator`` for the whole run, built on the first call and returned
         again at every epoch end (fairseq asks each time; per-pair state must survive)."""
+        if self.train_iterator is not None and self.train_iterator.dataset is dataset:
+            return self.train_iterator
         is_train = dataset is self.datasets.get(self.cfg.train_subset)
         split = next((name for name, loaded in self.datasets.items() if loaded is dataset), "?")
         check_token_budget(split, dataset.src_sizes, dataset.tgt_sizes, max_tokens, self.max_positions(),
@@ -88,8 +90,6 @@ class AutoAssistTranslationTask(TranslationTask):
                 skip_remainder_batch=skip_remainder_batch, grouped_shuffling=grouped_shuffling,
                 update_epoch_batch_itr=update_epoch_batch_itr,
             )
-        if self.train_iterator is not None and self.train_iterator.dataset is dataset:
-            return self.train_iterator
         if self.train_iterator is not None:
             raise AutoAssistConfigError(
                 "the training set changed between epochs (sharded data paths separated by ':'); "
