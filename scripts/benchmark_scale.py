@@ -16,6 +16,8 @@ default ``assistant``) at ``--max-tokens`` 4,096:
 * memory after start-up: anonymous resident memory (the process' own arrays; the per-pair goal),
   file-backed resident memory (pages of the memory-mapped corpus that were read: the kernel's page
   cache, shared and reclaimable, not a copy) and the peak resident set;
+* with ``--pair-features``, AutoAssist's start-up and memory once more with ``--autoassist-pair-features``
+  (the bilingual features of ``assistant/bilingual.py``), the difference being their own cost;
 * AutoAssist only: the selection of one chunk (scoring, drawing, batching), the plan of a selecting
   epoch (every chunk's selection), and one Assistant update on a batch's pairs; and fairseq's own
   ``batch_by_size`` over the whole split, the yardstick of the planning goal.
@@ -96,8 +98,9 @@ def resident_bytes():
     return fields["RssAnon"], fields["RssFile"]
 
 
-def measure(data, policy, max_tokens, chunks):
-    """In this process: the figures of one task (``policy`` None: stock translation)."""
+def measure(data, policy, max_tokens, chunks, pair_features=False):
+    """In this process: the figures of one task (``policy`` None: stock translation); ``pair_features``: with
+    ``--autoassist-pair-features``, start-up and memory only."""
     import torch
     from fairseq import options, tasks
     from fairseq.data import data_utils
@@ -110,6 +113,8 @@ def measure(data, policy, max_tokens, chunks):
     started = time.perf_counter()
     argv = recipe(data, "/tmp/benchmark_scale_unused", policy, arch="tiny", max_tokens=max_tokens, cpu=True,
                   eval_bleu=False) + ["--source-lang", SRC, "--target-lang", TGT]
+    if pair_features:
+        argv.append("--autoassist-pair-features")
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
     task = tasks.setup_task(cfg.task)
     task.load_dataset("train")
@@ -126,7 +131,7 @@ def measure(data, policy, max_tokens, chunks):
     indices = dataset.ordered_indices()
     data_utils.batch_by_size(indices, dataset.num_tokens, max_tokens=max_tokens)
     figures["batch_by_size_seconds"] = time.perf_counter() - started
-    if policy is None:
+    if policy is None or pair_features:
         return figures
 
     stream = task.runtime.stream
@@ -153,23 +158,24 @@ def measure(data, policy, max_tokens, chunks):
     return figures
 
 
-def run_child(data, policy, max_tokens, chunks):
+def run_child(data, policy, max_tokens, chunks, pair_features=False):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     command = [sys.executable, os.path.abspath(__file__), "--child", data, "--policy", policy or "stock",
-               "--max-tokens", str(max_tokens), "--chunks", str(chunks)]
+               "--max-tokens", str(max_tokens), "--chunks", str(chunks)] + ["--pair-features"] * pair_features
     result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"measuring {policy or 'stock'} on {data} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def compare(stock, autoassist):
-    """AutoAssist's figures beyond stock fairseq, against the goals."""
+def compare(stock, autoassist, with_pair_features=None):
+    """AutoAssist's figures beyond stock fairseq, against the goals; ``with_pair_features``: the figures of
+    AutoAssist with ``--autoassist-pair-features``, whose cost beyond AutoAssist is added."""
     pairs = stock["pairs"]
     extra_startup = autoassist["startup_seconds"] - stock["startup_seconds"]
     planning = autoassist["selecting_epoch_plan_seconds"]
     extra_bytes = autoassist["anon_after_startup"] - stock["anon_after_startup"]
-    return {
+    row = {
         "pairs": pairs,
         "startup_stock_seconds": stock["startup_seconds"],
         "startup_autoassist_seconds": autoassist["startup_seconds"],
@@ -185,6 +191,12 @@ def compare(stock, autoassist):
         "planning_to_batch_by_size": planning / autoassist["batch_by_size_seconds"],
         "assistant_update_ms": 1000 * autoassist["assistant_update_seconds"],
     }
+    if with_pair_features:
+        extra = with_pair_features["startup_seconds"] - autoassist["startup_seconds"]
+        row.update(pair_features_startup_seconds=extra, pair_features_seconds_per_million=extra / pairs * 1e6,
+                   pair_features_bytes_per_pair=(with_pair_features["anon_after_startup"]
+                                                 - autoassist["anon_after_startup"]) / pairs)
+    return row
 
 
 def fit(rows, key):
@@ -210,6 +222,8 @@ def extrapolations(rows, pairs=100_000_000):
         out[key] = slope * pairs + intercept
     out["startup_extra_seconds_per_million"] = fit(rows, "startup_extra_seconds")[0] * 1e6
     out["bytes_per_pair"] = fit(rows, "extra_bytes")[0]
+    if "pair_features_startup_seconds" in rows[0]:
+        out["pair_features_seconds_per_million"] = fit(rows, "pair_features_startup_seconds")[0] * 1e6
     out["planning_to_batch_by_size"] = (out["selecting_epoch_plan_seconds"] / out["batch_by_size_seconds"]
                                         if out["batch_by_size_seconds"] > 0 else None)
     return out
@@ -227,6 +241,11 @@ def markdown(rows, command, policy):
             ("planning_to_batch_by_size", "planning / batch_by_size (goal <= 2)", "{:.2f}"),
             ("chunk_selection_seconds", "selection of one chunk (s)", "{:.3f}"),
             ("assistant_update_ms", "Assistant update, one batch (ms)", "{:.2f}")]
+    if "pair_features_startup_seconds" in rows[0]:
+        keys += [("pair_features_seconds_per_million", "pair features' own start-up per million pairs (s; goal <= 10)",
+                  "{:.1f}"),
+                 ("pair_features_bytes_per_pair", "pair features' own anonymous memory (bytes per pair; with the "
+                  "row above, goal <= 64)", "{:.0f}")]
     projected = extrapolations(rows)
     lines = [f"Command: `{command}`", "",
              "Last column: growing figures extrapolated along a line through the sizes; per-pair figures are the "
@@ -249,6 +268,8 @@ def main(argv=None):
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--policy", default="assistant", help="the --autoassist-policy measured")
     parser.add_argument("--chunks", type=int, default=5, help="chunk selections timed")
+    parser.add_argument("--pair-features", action="store_true",
+                        help="also measure start-up and memory with --autoassist-pair-features")
     parser.add_argument("--work", default="/tmp/autoassist-scale", help="where the synthetic data-bins go")
     parser.add_argument("--out", help="folder for scale.json and scale.md")
     parser.add_argument("--child", metavar="DATA", help=argparse.SUPPRESS)
@@ -257,7 +278,7 @@ def main(argv=None):
         import fairseq  # noqa: F401  (registers before the plugin)
 
         policy = None if args.policy == "stock" else args.policy
-        print(json.dumps(measure(args.child, policy, args.max_tokens, args.chunks)))
+        print(json.dumps(measure(args.child, policy, args.max_tokens, args.chunks, args.pair_features)))
         return 0
     if not args.out:
         parser.error("--out is required")
@@ -266,8 +287,9 @@ def main(argv=None):
         data = write_corpus(os.path.join(args.work, f"wmt-shaped-{pairs}"), pairs, args.vocab_size, args.mean_length)
         stock = run_child(data, None, args.max_tokens, args.chunks)
         autoassist = run_child(data, args.policy, args.max_tokens, args.chunks)
-        raw[pairs] = {"stock": stock, args.policy: autoassist}
-        rows.append(compare(stock, autoassist))
+        with_pairs = run_child(data, args.policy, args.max_tokens, args.chunks, True) if args.pair_features else None
+        raw[pairs] = {"stock": stock, args.policy: autoassist, "pair_features": with_pairs}
+        rows.append(compare(stock, autoassist, with_pairs))
         logger.info("%d pairs: %s", pairs, json.dumps(rows[-1]))
     command = "python scripts/benchmark_scale.py " + " ".join(sys.argv[1:] if argv is None else argv)
     os.makedirs(args.out, exist_ok=True)

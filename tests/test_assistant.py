@@ -302,6 +302,48 @@ def test_pair_features_find_misaligned_pairs_without_any_loss():
     assert duplicates[0] == duplicates[2999] > duplicates[1000]
 
 
+def test_the_lexical_score_reads_only_each_sides_rarest_distinct_tokens():
+    from fairseq_autoassist.assistant import bilingual
+
+    document_frequency = np.array([0, 0, 90, 0, 0, 1, 30, 2, 5, 4])
+    tokens, lengths = np.array([5, 6, 5, 2, 7, 8, 9, 6, 2, 9, 2]), np.array([5, 3, 3])
+    content, counts = bilingual._rarest(tokens, lengths, document_frequency)
+    # Repeats once, rarest first, at most CONTENT_TOKENS (8) of each: </s> (2, the most frequent) stays last.
+    np.testing.assert_array_equal(counts, [4, 3, 2])
+    np.testing.assert_array_equal(content, [5, 7, 6, 2, 9, 8, 6, 9, 2])
+    long_sentence = np.arange(3, 10).repeat(2)
+    assert bilingual._rarest(np.r_[long_sentence, 2, 4], np.array([16]), document_frequency)[1][0] == 8
+
+
+def test_pair_features_match_a_pair_by_pair_computation():
+    """The vectorized columns against a plain loop over pairs (before standardization)."""
+    from fairseq_autoassist.assistant import bilingual
+
+    features = translated_corpus(num_pairs=400, misaligned=40, seed=2)
+    sides = [[features.sides[k].gather([i])[0] for i in range(400)] for k in (0, 1)]
+    src_df, tgt_df = (df.astype(np.float64) for df in features.document_frequencies)
+    rarest = [[sorted(set(sentence), key=lambda t: (df[t], t))[:bilingual.CONTENT_TOKENS] for sentence in side]
+              for side, df in zip(sides, features.document_frequencies)]
+    counts = {}  # co-occurrences of the content tokens
+    for source, target in zip(*rarest):
+        for s in source:
+            for t in target:
+                counts[s, t] = counts.get((s, t), 0) + 1
+    expected = np.empty((400, 2))
+    for i, (source, target) in enumerate(zip(*sides)):
+        expected[i, 0] = np.mean([t in set(source) for t in target])
+        best = []
+        for t in rarest[1][i]:
+            # A combination met in one pair only is no evidence: 0, not its PMI.
+            best.append(max(np.log((counts[s, t] - 1) / 400 / ((src_df[s] + 1) / 401 * (tgt_df[t] + 1) / 401))
+                            if counts.get((s, t), 0) > 1 else 0.0 for s in rarest[0][i]))
+        expected[i, 1] = np.mean(best)
+    columns = features.bilingual().astype(np.float64)[:, [bilingual.NAMES.index("copied_share"),
+                                                          bilingual.NAMES.index("lexical_translation")]]
+    standardized = (expected - expected.mean(axis=0)) / expected.std(axis=0)
+    np.testing.assert_allclose(columns, standardized, atol=0.01)
+
+
 def test_the_assistant_learns_from_pair_features_and_refuses_a_state_without_them():
     features = translated_corpus(seed=1)
     assistant = Assistant(features, AssistantConfig(pair_features=True))

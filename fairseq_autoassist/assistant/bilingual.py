@@ -8,11 +8,14 @@ and stored as float16, ``len(NAMES) * 2`` bytes per pair:
 * ``copied_share``: share of the target's tokens that also occur in the source (a copied source is near 1);
 * ``source_language`` / ``target_language``: the mean over a side's tokens of log(document frequency on that
   side / on the other side), high for text typical of its side, low for the other language on the wrong side;
-* ``lexical_translation``: for each target token the best pointwise mutual information with a token of the
-  source (0 without evidence), over co-occurrence counts of the corpus' pairs (an IBM-Model-1-like alignment score; counts hashed into
-  ``TABLE_BUCKETS`` buckets and estimated on at most ``sample_pairs`` pairs, so memory stays bounded; each count
-  less one, so that words met together in a single pair count for nothing), averaged;
-  a misaligned pair, whose sides are unrelated sentences, scores low;
+* ``lexical_translation``: for each of the target's ``CONTENT_TOKENS`` rarest distinct tokens the best pointwise
+  mutual information with one of the source's, over co-occurrence counts of these tokens in the corpus' pairs (an IBM-Model-1-like
+  alignment score, 0 without evidence; counts hashed into ``TABLE_BUCKETS`` buckets and estimated on at most
+  ``sample_pairs`` pairs, so memory stays bounded; each count less one, so that words met together in a single
+  pair count for nothing), averaged; a misaligned pair, whose sides are unrelated sentences, scores low. Only the
+  rarest tokens of each side take part: frequent ones (punctuation, articles, ``</s>``) co-occur with everything
+  and carry no evidence, and visiting every combination of a WMT-sized pair (about 730) cost 90 s per million
+  pairs at start-up where at most ``CONTENT_TOKENS ** 2`` cost a tenth (docs/results/cleaning/README.md);
 * ``duplicates``: log of the size of the pair's near-duplicate group (``PairFeatures.near_duplicate_groups``).
 """
 
@@ -23,10 +26,29 @@ from .features import distinct_counts
 NAMES = ("length_ratio", "copied_share", "source_language", "target_language", "lexical_translation", "duplicates")
 TABLE_BUCKETS = 1 << 24
 CHUNK_PAIRS = 4096
+CONTENT_TOKENS = 8
 
 
 def _pair_index(lengths):
     return np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+
+
+def _rarest(tokens, lengths, document_frequency):
+    """Each sentence's up to ``CONTENT_TOKENS`` distinct tokens of lowest ``document_frequency`` (ties by token
+    id), concatenated, and how many each sentence has."""
+    vocab, most = len(document_frequency), int(document_frequency.max()) + 1
+    # One sort of (sentence, document frequency, token) keys; sentence indices are chunk-local, so no overflow.
+    keys = distinct_counts((_pair_index(lengths) * most + document_frequency[tokens]) * vocab + tokens)[0]
+    sentence = keys // (most * vocab)
+    counts = np.bincount(sentence, minlength=len(lengths))
+    rank = np.arange(len(keys)) - np.repeat(np.cumsum(counts) - counts, counts)
+    kept = rank < CONTENT_TOKENS
+    return keys[kept] % vocab, np.minimum(counts, CONTENT_TOKENS)
+
+
+def _content_sides(features, gathered):
+    """The rarest tokens (``_rarest``) of the gathered ``[(source tokens, lengths), (target tokens, lengths)]``."""
+    return [_rarest(tokens, lengths, df) for (tokens, lengths), df in zip(gathered, features.document_frequencies)]
 
 
 def _bucket(source_tokens, target_tokens, vocab_size):
@@ -46,17 +68,14 @@ def _combinations(src_tokens, src_lengths, tgt_tokens, tgt_lengths):
 
 
 def _cooccurrence_table(features, sample):
-    """Hashed counts of (source token, target token) pairs of the pairs ``sample`` (each combination once per
-    pair), and the pairs counted."""
+    """Hashed counts of (source token, target token) pairs among the content tokens (``_rarest``) of the pairs
+    ``sample``, each combination once per pair (the tokens of a side are distinct)."""
     table = np.zeros(TABLE_BUCKETS, dtype=np.float32)
     for start in range(0, len(sample), CHUNK_PAIRS):
         ids = sample[start:start + CHUNK_PAIRS]
-        (src, src_len), (tgt, tgt_len) = features.source.gather(ids), features.target.gather(ids)
-        s, t, group_starts = _combinations(src, src_len, tgt, tgt_len)
-        pair = np.repeat(_pair_index(tgt_len), np.diff(np.r_[group_starts, len(s)]))
-        # Each combination once per pair, then counted per bucket (indices unique, so += is safe).
-        buckets, counts = distinct_counts(
-            distinct_counts(pair * TABLE_BUCKETS + _bucket(s, t, features.vocab_size))[0] % TABLE_BUCKETS)
+        (src, src_len), (tgt, tgt_len) = _content_sides(features, [side.gather(ids) for side in features.sides])
+        s, t, _ = _combinations(src, src_len, tgt, tgt_len)
+        buckets, counts = distinct_counts(_bucket(s, t, features.vocab_size))
         table[buckets] += counts
     return table
 
@@ -79,8 +98,12 @@ def compute(features, groups, sample_pairs=1_000_000, seed=0):
         (src, src_len), (tgt, tgt_len) = features.source.gather(ids), features.target.gather(ids)
         src_pair, tgt_pair = _pair_index(src_len), _pair_index(tgt_len)
         src_starts, tgt_starts = np.cumsum(src_len) - src_len, np.cumsum(tgt_len) - tgt_len
-        in_source = np.isin(tgt_pair * vocab + tgt, src_pair * vocab + src)
-        s, t, group_starts = _combinations(src, src_len, tgt, tgt_len)
+        # A sorted search, not ``np.isin``: its hash-based ``np.unique`` was half of this function's time.
+        source_keys, target_keys = np.sort(src_pair * vocab + src), tgt_pair * vocab + tgt
+        in_source = source_keys[np.minimum(np.searchsorted(source_keys, target_keys), len(src) - 1)] == target_keys
+        (src_content, src_content_len), (tgt_content, tgt_content_len) = _content_sides(
+            features, [(src, src_len), (tgt, tgt_len)])
+        s, t, group_starts = _combinations(src_content, src_content_len, tgt_content, tgt_content_len)
         # Absolute discounting: a combination seen in one pair only (any two rare words of one sentence pair,
         # aligned or not) carries no evidence, where raw PMI would rate it highest.
         joint = np.maximum(table[_bucket(s, t, vocab)] - 1.0, 0.0) / len(sample)
@@ -92,7 +115,7 @@ def compute(features, groups, sample_pairs=1_000_000, seed=0):
         out[ids, 1] = np.add.reduceat(in_source.astype(np.float64), tgt_starts) / tgt_len
         out[ids, 2] = np.add.reduceat(typical[0][src], src_starts) / src_len
         out[ids, 3] = np.add.reduceat(typical[1][tgt], tgt_starts) / tgt_len
-        out[ids, 4] = np.add.reduceat(best, tgt_starts) / tgt_len
+        out[ids, 4] = np.add.reduceat(best, np.cumsum(tgt_content_len) - tgt_content_len) / tgt_content_len
         out[ids, 5] = np.log(group_sizes[ids])
     std = out.std(axis=0)
     return ((out - out.mean(axis=0)) / np.where(std > 0, std, 1.0)).astype(np.float16)
