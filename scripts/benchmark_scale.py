@@ -13,7 +13,8 @@ default ``assistant``) at ``--max-tokens`` 4,096:
 * start-up: task set-up, loading the training split, the training iterator (fairseq's order, size
   filter and ``batch_by_size``; for AutoAssist also the features, the IDF, the Assistant and the
   stream) and the first epoch's plan;
-* memory after start-up: anonymous resident memory (the process' own arrays; the per-pair goal),
+* memory after start-up: anonymous resident memory once freed heap is handed back (the process' own
+  arrays; the per-pair goal),
   file-backed resident memory (pages of the memory-mapped corpus that were read: the kernel's page
   cache, shared and reclaimable, not a copy) and the peak resident set;
 * with ``--pair-features``, AutoAssist's start-up and memory once more with ``--autoassist-pair-features``
@@ -29,6 +30,7 @@ Timings need a machine that is otherwise idle.
 """
 
 import argparse
+import ctypes
 import json
 import logging
 import os
@@ -88,7 +90,14 @@ def peak_rss_bytes():
 
 
 def resident_bytes():
-    """This process' resident memory now: ``(anonymous, file-backed)`` bytes (Linux /proc)."""
+    """This process' resident memory now: ``(anonymous, file-backed)`` bytes (Linux /proc), after glibc has handed
+    back the heap pages freed temporaries left (``malloc_trim``): without it the figure counts the allocator's pool
+    for reuse, which varies with the order of allocations (the pair features' start-up left 20-30 bytes a pair of
+    it, where their arrays hold 12)."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except AttributeError:  # not glibc: nothing to hand back
+        pass
     fields = {}
     with open("/proc/self/status") as status:
         for line in status:

@@ -38,17 +38,27 @@ def test_per_pair_goals_are_judged_by_the_slope_not_the_fixed_cost():
     assert rows[0]["bytes_per_pair"] == pytest.approx(70.0)  # the fixed cost still shows at 1M pairs
     assert rows[0]["file_bytes_per_pair"] == pytest.approx(120.0)
     assert "| 100M pairs |" in benchmark_scale.markdown(rows, "cmd", "assistant")
+    with_pairs = benchmark_scale.compare(
+        {"pairs": 10**6, "startup_seconds": 1.0, "anon_after_startup": 0, "file_after_startup": 0,
+         "rss_peak_after_startup": 0},
+        {"pairs": 10**6, "startup_seconds": 3.0, "anon_after_startup": 36e6, "file_after_startup": 0, "rss_peak": 0,
+         "batch_by_size_seconds": 1.0, "selecting_epoch_plan_seconds": 1.0, "chunk_selection_seconds": 0.01,
+         "assistant_update_seconds": 0.001},
+        {"startup_seconds": 8.0, "anon_after_startup": 48e6})
+    assert with_pairs["pair_features_seconds_per_million"] == pytest.approx(5.0)
+    assert with_pairs["pair_features_bytes_per_pair"] == pytest.approx(12.0)
 
 
 @pytest.mark.slow
 def test_measures_both_tasks_on_a_small_corpus(tmp_path):
     assert benchmark_scale.main(["--pairs", "3000", "--chunks", "1", "--work", str(tmp_path / "work"),
-                                 "--out", str(tmp_path / "out")]) == 0
+                                 "--out", str(tmp_path / "out"), "--pair-features"]) == 0
     result = json.loads((tmp_path / "out" / "scale.json").read_text())
     (row,) = result["rows"]
     assert row["pairs"] == 3000
     for key in ("startup_extra_seconds", "bytes_per_pair", "file_bytes_per_pair", "selecting_epoch_plan_seconds",
-                "chunk_selection_seconds", "assistant_update_ms"):
+                "chunk_selection_seconds", "assistant_update_ms", "pair_features_startup_seconds"):
         assert np.isfinite(row[key]), key
     assert row["startup_stock_seconds"] > 0 and row["assistant_update_ms"] > 0
-    assert "extra anonymous memory" in (tmp_path / "out" / "scale.md").read_text()
+    assert row["pair_features_startup_seconds"] > 0  # a task that computed no pair features would be as fast
+    assert "pair features' own start-up" in (tmp_path / "out" / "scale.md").read_text()
