@@ -4,6 +4,7 @@ scripts/prepare_multi30k.py, scripts/make_noisy_corpus.py and ``--autoassist-noi
 
 import gzip
 import os
+import shutil
 
 
 class PreparationError(RuntimeError):
@@ -87,6 +88,25 @@ def write_noise(path, noise):
     with open(path, "w") as f:
         f.write("line\tkind\n")
         f.writelines(f"{line}\t{kind}\n" for line, kind in sorted(noise.items()))
+
+
+def write_noisy_copy(raw_dir, out, src, tgt, source, target, noise):
+    """A copy of the raw corpus ``raw_dir`` in ``out`` whose training pairs are ``source``/``target`` with the
+    pairs ``noise`` (``{line: kind}``) listed in ``noise.tsv``; the other splits copied as they are. Returns the
+    names of the copied files."""
+    os.makedirs(out, exist_ok=True)
+    for lang, lines in ((src, source), (tgt, target)):
+        with open(os.path.join(out, f"train.{lang}"), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    copied = []
+    for stem in sorted({name.split(".")[0] for name in os.listdir(raw_dir)} - {"train"}):
+        paths = [find_raw_file(raw_dir, stem, lang) for lang in (src, tgt)]
+        if all(paths):
+            for path in paths:
+                shutil.copyfile(path, os.path.join(out, os.path.basename(path)))
+                copied.append(os.path.basename(path))
+    write_noise(os.path.join(out, NOISE_LIST), noise)
+    return copied
 
 
 def read_noise(path):

@@ -24,19 +24,11 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
 
 import numpy as np
 
-from fairseq_autoassist.raw_corpus import (
-    NOISE_LIST,
-    PreparationError,
-    exit_code,
-    find_raw_file,
-    read_parallel,
-    write_noise,
-)
+from fairseq_autoassist.raw_corpus import PreparationError, exit_code, read_parallel, write_noisy_copy
 
 logger = logging.getLogger("make_noisy_corpus")
 
@@ -87,18 +79,7 @@ def corrupt(source, target, share, seed, proportions=KINDS):
 def make_noisy_corpus(raw_dir, out, src, tgt, share, seed, proportions=KINDS):
     source, target = read_parallel(raw_dir, "train", src, tgt)
     noisy_source, noisy_target, noise = corrupt(source, target, share, seed, proportions)
-    os.makedirs(out, exist_ok=True)
-    for lang, lines in ((src, noisy_source), (tgt, noisy_target)):
-        with open(os.path.join(out, f"train.{lang}"), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-    copied = []
-    for stem in sorted({name.split(".")[0] for name in os.listdir(raw_dir)} - {"train"}):
-        paths = [find_raw_file(raw_dir, stem, lang) for lang in (src, tgt)]
-        if all(paths):
-            for path in paths:
-                shutil.copyfile(path, os.path.join(out, os.path.basename(path)))
-                copied.append(os.path.basename(path))
-    write_noise(os.path.join(out, NOISE_LIST), noise)
+    copied = write_noisy_copy(raw_dir, out, src, tgt, noisy_source, noisy_target, noise)
     counts = {kind: sum(1 for k in noise.values() if k == kind) for kind in proportions}
     manifest = {"raw_dir": os.path.abspath(raw_dir), "share": share, "seed": seed, "proportions": proportions,
                 "pairs": len(source), "corrupted": len(noise), "counts": counts, "copied": copied}

@@ -12,6 +12,14 @@ the share the cleaning rules keep (``fairseq_autoassist.cleaning``), and the ROC
 other label, beside the AUC of the bicleaner score ParaCrawl's own pipeline gave each pair. Features are
 computed as at training start, from the whole mixture; no model is trained. Writes ``report.md`` and
 ``report.json`` to ``--out``.
+
+With ``--mixed-corpus DIR`` it also writes the mixture as a raw corpus for training (the corpus' other splits
+copied; ``noise.tsv`` lists every ParaCrawl pair with the kind ``paracrawl-LABEL``, V included, so that the
+benchmark's and the replay's kept shares come out per label):
+
+    python scripts/paracrawl_report.py --paracrawl ../shared/data/paracrawl-human-eval \
+        --corpus ../shared/data/multi30k --out docs/results/paracrawl --mixed-corpus data/multi30k-paracrawl
+    python scripts/prepare_multi30k.py --raw-dir data/multi30k-paracrawl --dest data-bin/multi30k-paracrawl.de-en
 """
 
 import argparse
@@ -26,7 +34,7 @@ import numpy as np
 from fairseq_autoassist.assistant import CorpusSide, PairFeatures, bilingual
 from fairseq_autoassist.cleaning import CleaningOptions, clean
 from fairseq_autoassist.preparation import train_sentencepiece
-from fairseq_autoassist.raw_corpus import PreparationError, exit_code, read_parallel
+from fairseq_autoassist.raw_corpus import PreparationError, exit_code, read_parallel, write_noisy_copy
 from fairseq_autoassist.recipes import write_report
 
 logger = logging.getLogger("paracrawl_report")
@@ -71,13 +79,17 @@ def encoded_side(model, lines, offset):
     return CorpusSide(np.concatenate(rows), np.r_[0, np.cumsum([len(row) for row in rows])])
 
 
-def report(paracrawl_dir, corpus_dir, vocab_size=8000):
+def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None):
     judged = read_judged_pairs(paracrawl_dir)
     base_de, base_en = read_parallel(corpus_dir, "train", "de", "en")
     german = base_de + [row[1] for row in judged]
     english = base_en + [row[0] for row in judged]
     mixed = np.arange(len(base_de), len(german))
     labels = np.array([row[2] for row in judged])
+    if mixed_corpus:
+        write_noisy_copy(corpus_dir, mixed_corpus, "de", "en", german, english,
+                         {int(line): f"paracrawl-{label}" for line, label in zip(mixed, labels)})
+        logger.info("wrote the mixture to %s (%d pairs, %d from ParaCrawl)", mixed_corpus, len(german), len(mixed))
     with tempfile.TemporaryDirectory() as work:
         model = train_sentencepiece(german + english, os.path.join(work, "spm"), vocab_size)
         features = PairFeatures(encoded_side(model, german, 4), encoded_side(model, english, 4),
@@ -118,9 +130,12 @@ def main(argv=None):
     parser.add_argument("--corpus", required=True, help="raw German-English training corpus (train.de, train.en)")
     parser.add_argument("--out", required=True, help="folder for report.md and report.json")
     parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--mixed-corpus", metavar="DIR",
+                        help="also write the mixture as a raw corpus to train on, with noise.tsv of the labels")
     args = parser.parse_args(argv)
+
     def write():
-        result = report(args.paracrawl, args.corpus, args.vocab_size)
+        result = report(args.paracrawl, args.corpus, args.vocab_size, args.mixed_corpus)
         logger.info("wrote %s", write_report(args.out, "report", result, markdown(result)))
 
     return exit_code(write, logger)

@@ -74,3 +74,21 @@ def test_the_paracrawl_reader_takes_both_layouts_and_refuses_an_unknown_judgemen
         f.write("u1\tu2\tYes\tJa\t0.5\tX\t\t3\n")
     with pytest.raises(PreparationError, match="v8.tsv.gz: line 1 has the judgement 'X'"):
         read_judged_pairs(str(tmp_path))
+
+
+def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_label(raw_corpus, tmp_path):
+    import gzip
+
+    from fairseq_autoassist.raw_corpus import read_noise, read_parallel
+    from scripts.paracrawl_report import report
+
+    with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
+        f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n"
+                "u1\tu2\tMenu\tImpressum\t0.9\t1.2\t0.52\tA\t\n")
+    result = report(str(tmp_path), raw_corpus, vocab_size=100, mixed_corpus=str(tmp_path / "mixed"))
+    german, english = read_parallel(str(tmp_path / "mixed"), "train", "de", "en")
+    base = len(read_parallel(raw_corpus, "train", "de", "en")[0])
+    assert result["corpus_pairs"] == base and len(german) == base + 2
+    assert (german[base:], english[base:]) == (["Guten Morgen.", "Impressum"], ["Good morning.", "Menu"])
+    assert read_noise(str(tmp_path / "mixed" / "noise.tsv")) == {base: "paracrawl-V", base + 1: "paracrawl-A"}
+    assert read_parallel(str(tmp_path / "mixed"), "val", "de", "en") == read_parallel(raw_corpus, "val", "de", "en")
