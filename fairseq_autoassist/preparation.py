@@ -7,6 +7,7 @@ A joined dictionary makes one folder serve both directions: fairseq finds ``trai
 ``--source-lang en --target-lang de`` too.
 """
 
+import json
 import logging
 import os
 import shutil
@@ -74,3 +75,10 @@ def write_data_bin(dest, splits, src, tgt, vocab_size, workers=1):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return model.get_piece_size()
+
+
+def write_manifest(dest, info):
+    """``dest/prepare.json``: what the preparation made (counts, settings). Written last, once: a folder that has it
+    is finished (``recipes.require_prepared`` checks for it)."""
+    with open(os.path.join(dest, "prepare.json"), "w") as f:
+        json.dump(info, f, indent=2)

@@ -17,7 +17,6 @@ corpus prepared without the listed pairs in ``DEST/clean-only/`` (the benchmark'
 import argparse
 import collections
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -28,7 +27,7 @@ import urllib.request
 
 from fairseq_autoassist.cleaning import add_arguments as add_cleaning_arguments
 from fairseq_autoassist.cleaning import clean, options_from
-from fairseq_autoassist.preparation import train_sentencepiece, write_data_bin
+from fairseq_autoassist.preparation import train_sentencepiece, write_data_bin, write_manifest
 from fairseq_autoassist.raw_corpus import (
     CLEAN_ONLY,
     NOISE_LIST,
@@ -163,7 +162,9 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True, clean
         # The clean-only oracle: the same corpus without its corrupted pairs, prepared the same way.
         clean_lines = [i for i in range(len(kept_training_lines)) if i not in noise]
         clean_corpora = {**corpora, "train": tuple([side[i] for i in clean_lines] for side in corpora["train"])}
-        write_prepared(os.path.join(dest, CLEAN_ONLY), clean_corpora, splits, src, tgt, vocab_size, workers, raw_dir)
+        clean_dest = os.path.join(dest, CLEAN_ONLY)
+        write_manifest(clean_dest, write_prepared(clean_dest, clean_corpora, splits, src, tgt, vocab_size, workers,
+                                                  raw_dir))
         info["clean_only"] = {"folder": CLEAN_ONLY, "train_pairs": len(clean_lines)}
     else:
         for stale in (noise_list, os.path.join(dest, CLEAN_ONLY)):
@@ -171,14 +172,17 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True, clean
                 shutil.rmtree(stale)
             elif os.path.isfile(stale):
                 os.unlink(stale)
-    with open(os.path.join(dest, "prepare.json"), "w") as f:
-        json.dump(info, f, indent=2)
+    write_manifest(dest, info)
     logger.info("prepared %s: %s", dest, info["pairs"])
     return info
 
 
+def write_manifest(dest, info):
+    write_manifest(dest, info)
+
+
 def write_prepared(dest, corpora, splits, src, tgt, vocab_size, workers, raw_dir):
-    """Binarizes ``corpora`` (by Multi30K file stem) into ``dest``, writes its prepare.json and returns it."""
+    """Binarizes ``corpora`` (by Multi30K file stem) into ``dest`` and returns what its prepare.json says."""
     pieces = write_data_bin(dest, {splits[stem]: sides for stem, sides in corpora.items()}, src, tgt, vocab_size,
                             workers)
     info = {
@@ -190,8 +194,6 @@ def write_prepared(dest, corpora, splits, src, tgt, vocab_size, workers, raw_dir
         "test_sets": {split: stem for stem, split in splits.items() if split.startswith("test")},
         "raw_dir": os.path.abspath(raw_dir),
     }
-    with open(os.path.join(dest, "prepare.json"), "w") as f:
-        json.dump(info, f, indent=2)
     return info
 
 

@@ -18,7 +18,6 @@ takes either).
 
 import argparse
 import collections
-import json
 import logging
 import os
 import sys
@@ -26,7 +25,7 @@ import zipfile
 
 import numpy as np
 
-from fairseq_autoassist.preparation import write_data_bin
+from fairseq_autoassist.preparation import write_data_bin, write_manifest
 from fairseq_autoassist.raw_corpus import PreparationError, exit_code, nonempty_pairs, read_parallel
 from fairseq_autoassist.recipes import ROOT
 
@@ -136,8 +135,7 @@ def prepare(input_path, dest, src="de", tgt="en", vocab_size=8000, valid_sentenc
         "input": os.path.abspath(input_path),
         "seed": seed,
     }
-    with open(os.path.join(dest, "prepare.json"), "w") as f:
-        json.dump(info, f, indent=2)
+    write_manifest(dest, info)
     logger.info("prepared %s: %s", dest, info["pairs"])
     return info
 

@@ -26,7 +26,6 @@ filter of fairseq's script, ``clean-corpus-n.perl -ratio 1.5 ... 1 250``); binar
 
 import argparse
 import fnmatch
-import json
 import logging
 import os
 import random
@@ -37,6 +36,7 @@ import tarfile
 import tempfile
 import urllib.request
 
+from fairseq_autoassist.preparation import write_manifest
 from fairseq_autoassist.raw_corpus import PreparationError, check_side_by_side, exit_code, read_lines
 
 logger = logging.getLogger("prepare_wmt14")
@@ -297,8 +297,7 @@ def prepare(raw_dir, dest, src="en", tgt="de", vocab_size=32000, spm_sample=1_00
         "filters": {"pieces": [1, MAX_PIECES], "max_ratio": MAX_RATIO, "exact_duplicates": "removed"},
         "raw_dir": os.path.abspath(raw_dir),
     }
-    with open(os.path.join(dest, "prepare.json"), "w") as f:
-        json.dump(info, f, indent=2)
+    write_manifest(dest, info)
     logger.info("prepared %s: %s; removed %s", dest, info["pairs"], info["removed"])
     return info
 
