@@ -20,7 +20,10 @@ Reported per pass: for each noise kind of ``--noise-ids`` (a ``noise.tsv``; ever
 ``clean``), or each fifth of the pairs by logged loss in one pass (``--difficulty-groups-at``), the
 mean per-token loss and learning progress (and its spread over the pairs) of the logged run and the
 share of its pairs labelled informative by the paper's label and by the learning-progress label;
-and, per rule, the kept share of each kind. Outputs OUT/replay_selection.json and OUT/replay_selection.md.
+and, per rule, the kept share of each kind. With ``--auc POSITIVE:NEGATIVE[+NEGATIVE...]`` (kinds; repeat
+for several), also the ROC AUC with which each rule's keep probability in the last pass ranks the first kind's
+pairs above the others' (e.g. ``--auc paracrawl-V:paracrawl-A+paracrawl-L`` on the ParaCrawl mixture of
+``scripts/paracrawl_report.py --mixed-corpus``). Outputs OUT/replay_selection.json and OUT/replay_selection.md.
 """
 
 import argparse
@@ -159,7 +162,8 @@ def describe_run(loss_log, kinds, loss_mean_decay, steps_per_pass):
 
 
 def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_per_pass, config=AssistantConfig()):
-    """``{pass: {kind: kept share}}`` of one rule (``options``, its Assistant's ``config``) over the logged steps."""
+    """``({pass: {kind: kept share}}, each pair's latest keep probability)`` of one rule (``options``, its
+    Assistant's ``config``) over the logged steps (NaN for a pair never scored)."""
     policy = POLICIES[options.policy]
     worker = SyncAssistantWorker(Assistant(features, config)) if policy.needs_assistant else None
     loss_table = policy.build_loss_table(len(kinds), options, steps_per_pass, config.loss_mean_decay,
@@ -168,14 +172,36 @@ def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_p
                         difficulty=difficulty_shares(features.source_rarity()) if policy.needs_difficulty else None)
     rng = np.random.default_rng(seed)
     counter = KindCounter(kinds)
+    latest = np.full(len(kinds), np.nan)
     for pass_index, ids, losses in logged_passes(loss_log):
         keep_prob = selector.keep_probabilities(ids, pass_index)
         keep_prob = np.ones(len(ids)) if keep_prob is None else keep_prob
+        latest[ids] = keep_prob
         kept = rng.random(len(ids)) < keep_prob
         counter.add(pass_index, "kept", ids, kept.astype(np.float64))
         if kept.any():
             feed_back(policy, ids[kept], losses[kept], keep_prob[kept].astype(np.float32), loss_table, worker)
-    return counter.means("kept")
+    return counter.means("kept"), latest
+
+
+def comparison(text):
+    """argparse type of ``--auc``: ``POSITIVE:NEGATIVE[+NEGATIVE...]`` -> ``(text, positive, [negatives])``."""
+    positive, _, negatives = text.partition(":")
+    if not positive or not negatives:
+        raise argparse.ArgumentTypeError(f"--auc {text}: write POSITIVE:NEGATIVE[+NEGATIVE...], kinds of --noise-ids")
+    return text, positive, negatives.split("+")
+
+
+def keep_auc(keep_prob, kinds, positive, negatives):
+    """ROC AUC of ``keep_prob`` ranking the pairs of kind ``positive`` above those of ``negatives`` (scored pairs
+    only); None when either side has none."""
+    from sklearn.metrics import roc_auc_score
+
+    chosen = np.isin(kinds, [positive, *negatives]) & ~np.isnan(keep_prob)
+    labels = kinds[chosen] == positive
+    if labels.all() or not labels.any():
+        return None
+    return float(roc_auc_score(labels, keep_prob[chosen]))
 
 
 def markdown(result):
@@ -189,6 +215,14 @@ def markdown(result):
               ("Share labelled informative by the paper's label (loss above the running mean)", run["paper_label"]),
               ("Share labelled informative by the learning-progress label", run["progress_label"])]
     tables += [(f"Kept share under `{rule}`", kept) for rule, kept in result["rules"].items()]
+    if result["auc"]:
+        comparisons = list(next(iter(result["auc"].values())))
+        lines += ["### ROC AUC of each rule's keep probability in the last pass", "",
+                  "| rule | " + " | ".join(f"{text.replace(':', ' above ')}" for text in comparisons) + " |",
+                  "|---" * (len(comparisons) + 1) + "|"]
+        lines += [f"| `{rule}` | " + " | ".join("" if aucs[text] is None else f"{aucs[text]:.3f}" for text in comparisons)
+                  + " |" for rule, aucs in result["auc"].items()]
+        lines.append("")
     for title, table in tables:
         lines += [f"### {title}", "", "| pass | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
         for pass_index in sorted(table, key=int):
@@ -214,6 +248,9 @@ def parse_args(argv=None):
                         help="POLICY or POLICY:FIELD=VALUE,... (SelectionOptions or AssistantConfig fields); repeat for several")
     parser.add_argument("--warmup-epochs", type=int, default=1, help="--autoassist-warmup-epochs of every rule")
     parser.add_argument("--seed", type=int, default=1, help="seed of the simulated keep draws")
+    parser.add_argument("--auc", dest="comparisons", action="append", type=comparison, default=[],
+                        metavar="POSITIVE:NEGATIVE[+NEGATIVE...]",
+                        help="also report how well each rule's last keep probabilities rank these kinds; repeatable")
     parser.add_argument("--out", required=True, help="folder for replay_selection.json and replay_selection.md")
     return parser.parse_args(argv)
 
@@ -235,11 +272,19 @@ def main(argv=None):
         "kinds": {str(name): int(count) for name, count in sorted(zip(names, counts), key=lambda x: x[0] != CLEAN)},
         "run": describe_run(args.loss_log, kinds, AssistantConfig().loss_mean_decay, steps_per_pass),
         "rules": {},
+        "auc": {},
     }
+    unknown = sorted({kind for _, positive, negatives in args.comparisons for kind in [positive, *negatives]}
+                     - set(result["kinds"]))
+    if unknown:
+        sys.exit(f"error: --auc names {', '.join(unknown)}, not kinds of these pairs ({', '.join(result['kinds'])})")
     for text, options, config in args.rules:
         logger.info("replaying rule %s", text)
-        result["rules"][text] = replay_rule(options, features, args.loss_log, kinds, args.warmup_epochs, args.seed,
-                                            steps_per_pass, config)
+        result["rules"][text], latest = replay_rule(options, features, args.loss_log, kinds, args.warmup_epochs,
+                                                    args.seed, steps_per_pass, config)
+        if args.comparisons:
+            result["auc"][text] = {comparison_text: keep_auc(latest, kinds, positive, negatives)
+                                   for comparison_text, positive, negatives in args.comparisons}
     logger.info("wrote %s", write_report(args.out, "replay_selection", result, markdown(result)))
     return 0
 

@@ -9,8 +9,10 @@ from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import LossLog
 from fairseq_autoassist.raw_corpus import write_noise
 from scripts.replay_selection import (
+    comparison,
     describe_run,
     difficulty_kinds,
+    keep_auc,
     logged_passes,
     pair_kinds,
     parse_rule,
@@ -58,14 +60,27 @@ def test_passes_are_split_where_a_pair_comes_back(planted_run):
                                   "learnable:base_prob=0.1,learned_quantile=0.3"])
 def test_the_new_rules_skip_both_learned_and_noisy_pairs_and_the_papers_rule_keeps_noisy_ones(planted_run, rule):
     features, log_path, kinds = planted_run
-    kept = replay_rule(parse_rule(rule)[1], features, log_path, kinds, warmup_epochs=1, seed=1, steps_per_pass=6)
+    kept, keep_prob = replay_rule(parse_rule(rule)[1], features, log_path, kinds, warmup_epochs=1, seed=1,
+                                  steps_per_pass=6)
     kept_paper = replay_rule(parse_rule("assistant:base_prob=0.1")[1], features, log_path, kinds, warmup_epochs=1,
-                             seed=1, steps_per_pass=6)
+                             seed=1, steps_per_pass=6)[0]
     last = kept[PASSES]
     assert kept[1] == {"clean": 1.0, "learned": 1.0, "misaligned": 1.0}
     assert last["clean"] > 0.8
     assert last["misaligned"] < 0.3 and last["learned"] < 0.3
     assert kept_paper[PASSES]["misaligned"] > 2 * last["misaligned"]
+    # The last pass' keep probabilities rank the still-learning pairs above both others.
+    assert keep_auc(keep_prob, kinds, "clean", ["misaligned", "learned"]) > 0.9
+    assert keep_auc(keep_prob, kinds, "misaligned", ["clean"]) < 0.1
+    assert keep_auc(keep_prob, kinds, "clean", ["nosuch"]) is None
+
+
+def test_an_auc_comparison_names_one_kind_above_others():
+    assert comparison("paracrawl-V:paracrawl-A+paracrawl-L") == (
+        "paracrawl-V:paracrawl-A+paracrawl-L", "paracrawl-V", ["paracrawl-A", "paracrawl-L"])
+    for bad in ("clean", ":misaligned", "clean:"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            comparison(bad)
 
 
 def test_pairs_are_grouped_into_fifths_by_their_loss_in_one_pass(planted_run):
