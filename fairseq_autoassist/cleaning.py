@@ -7,7 +7,13 @@ Each rule removes the pairs it finds, in this order, and a pair counts for the f
 * ``length_ratio``: one side more than ``max_length_ratio`` times as long as the other, in sentencepiece pieces
   (fairseq's WMT preparation filters at 1.5 with ``clean-corpus-n.perl`` on subwords);
 * ``copy``: the target copies the source: at least ``max_copy_overlap`` of the target's words occur in the source;
-* ``language``: a side that CLD2 (``pycld2``) reliably detects as another language than the side's.
+* ``language``: a side that CLD2 (``pycld2``) reliably detects as another language than the side's;
+* ``lexical`` (off by default): after the rules above, over the pairs they kept, a lexical translation score more
+  than ``lexical_below`` standard deviations below their mean (the pair features' score,
+  ``assistant/bilingual.py``: how strongly the target's rarest pieces co-occur with the source's across the corpus
+  itself). It finds pairs whose sides are fluent but unrelated (misaligned) where the corpus shows its own
+  vocabulary translated many times (in-domain corpora); on web-mined pairs of every domain it does not
+  (docs/results/paracrawl/), which is why it is off unless asked for.
 
 CLD2 was chosen among the offline language identifiers that install here from a prebuilt wheel: it reads a
 sentence in 4-8 microseconds (``langid`` 40-60, so 2 minutes per million pairs), and it says when it cannot
@@ -20,10 +26,16 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+import numpy as np
+
+from .assistant import CorpusSide, PairFeatures, bilingual
 from .option_fields import option, option_fields, value_problem
 from .raw_corpus import PreparationError
 
-RULES = ("duplicate", "near_duplicate", "length_ratio", "copy", "language")
+RULES = ("duplicate", "near_duplicate", "length_ratio", "copy", "language", "lexical")
+# fairseq's dictionaries put their four special symbols (<s>, <pad>, </s>, <unk>) before the pieces.
+SPECIAL_SYMBOLS = 4
+END_OF_SENTENCE = 2
 
 
 @dataclass
@@ -38,6 +50,9 @@ class CleaningOptions:
     max_copy_overlap: float = option(0.8, "remove pairs in which at least this share of the target's words occur in "
                                      "the source (a copied, untranslated source; 0: off)", minimum=0, maximum=1)
     language: bool = option(True, "remove pairs with a side that CLD2 reliably detects as another language")
+    lexical_below: float = option(0.0, "remove pairs whose lexical translation score (the pair features') lies more "
+                                  "than this many standard deviations below the mean of the pairs the other rules "
+                                  "kept (0: off; for in-domain corpora, not web-mined ones)", minimum=0)
 
 
 _NOT_LETTERS = re.compile(r"[\W\d_]+", re.UNICODE)
@@ -76,13 +91,27 @@ def language_detector():
     return detect
 
 
-def clean(source, target, src_lang, tgt_lang, options, pieces=None):
+def pair_features(encode, vocab_size, source, target):
+    """The ``PairFeatures`` of the pairs ``source``/``target`` (lists of text) as fairseq would binarize them:
+    ``encode(texts) -> [piece ids]`` of a piece model of ``vocab_size`` pieces, ids placed after fairseq's special
+    symbols, ``</s>`` last."""
+    def side(lines):
+        rows = [np.r_[np.asarray(ids, dtype=np.int64) + SPECIAL_SYMBOLS, END_OF_SENTENCE] for ids in encode(lines)]
+        return CorpusSide(np.concatenate(rows), np.r_[0, np.cumsum([len(row) for row in rows])])
+
+    return PairFeatures(side(source), side(target), vocab_size=vocab_size + SPECIAL_SYMBOLS)
+
+
+def clean(source, target, src_lang, tgt_lang, options, pieces=None, encode=None, vocab_size=None):
     """The indices of the pairs every enabled rule keeps, and ``{rule: [removed indices]}``.
 
-    ``pieces(text) -> number of pieces`` measures the length ratio (needed when ``max_length_ratio`` > 0).
+    ``pieces(text) -> number of pieces`` measures the length ratio (needed when ``max_length_ratio`` > 0);
+    ``encode`` and ``vocab_size`` (of ``pair_features``) the lexical score (needed when ``lexical_below`` > 0).
     """
     if options.max_length_ratio > 0 and pieces is None:
         raise ValueError("the length-ratio rule needs a piece counter")
+    if options.lexical_below > 0 and (encode is None or vocab_size is None):
+        raise ValueError("the lexical rule needs a piece model (encode, vocab_size)")
     detect = language_detector() if options.language else None
     removed = {rule: [] for rule in RULES}
     seen_exact, seen_normalized, kept = set(), set(), []
@@ -92,6 +121,12 @@ def clean(source, target, src_lang, tgt_lang, options, pieces=None):
             removed[rule].append(index)
         else:
             kept.append(index)
+    if options.lexical_below > 0 and kept:
+        features = pair_features(encode, vocab_size, [source[i] for i in kept], [target[i] for i in kept])
+        # Standardized over the kept pairs by bilingual.compute.
+        score = features.bilingual()[:, bilingual.NAMES.index("lexical_translation")].astype(np.float64)
+        removed["lexical"] = [i for i, z in zip(kept, score) if z < -options.lexical_below]
+        kept = [i for i, z in zip(kept, score) if z >= -options.lexical_below]
     return kept, removed
 
 

@@ -101,7 +101,8 @@ def clean_training_pairs(corpora, kept_training_lines, src, tgt, vocab_size, opt
     sentencepiece model trained on the uncleaned pairs, as the data's own model will be on the cleaned ones."""
     source, target = corpora["train"]
     model = train_sentencepiece(source + target, os.path.join(work_dir, "spm-uncleaned"), vocab_size)
-    kept, removed = clean(source, target, src, tgt, options, pieces=lambda text: len(model.encode(text)))
+    kept, removed = clean(source, target, src, tgt, options, pieces=lambda text: len(model.encode(text)),
+                          encode=model.encode, vocab_size=model.get_piece_size())
     corpora["train"] = ([source[i] for i in kept], [target[i] for i in kept])
     for rule, lines in removed.items():
         logger.info("cleaning: %s removed %d training pairs", rule, len(lines))

@@ -3,6 +3,7 @@
 import argparse
 import builtins
 
+import numpy as np
 import pytest
 
 from fairseq_autoassist import cleaning
@@ -92,3 +93,25 @@ def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_l
     assert (german[base:], english[base:]) == (["Guten Morgen.", "Impressum"], ["Good morning.", "Menu"])
     assert read_noise(str(tmp_path / "mixed" / "noise.tsv")) == {base: "paracrawl-V", base + 1: "paracrawl-A"}
     assert read_parallel(str(tmp_path / "mixed"), "val", "de", "en") == read_parallel(raw_corpus, "val", "de", "en")
+
+
+def test_the_lexical_rule_removes_unrelated_sides_that_every_other_rule_keeps():
+    rng = np.random.default_rng(0)
+    german = [" ".join(f"wort{w}" for w in rng.integers(0, 150, size=rng.integers(4, 9))) for _ in range(600)]
+    english = [sentence.replace("wort", "word") for sentence in german]
+    for i in range(30):  # misaligned: another pair's translation
+        english[i] = english[599 - i]
+    vocabulary = {}
+
+    def encode(lines):
+        return [[vocabulary.setdefault(word, len(vocabulary)) for word in line.split()] for line in lines]
+
+    options = CleaningOptions(max_length_ratio=0, language=False, near_duplicates=False, lexical_below=1.5)
+    kept, removed = clean(german, english, "de", "en", options, encode=encode, vocab_size=300)
+    assert len(set(removed["lexical"]) & set(range(30))) >= 27  # nearly every misaligned pair
+    assert len(set(removed["lexical"]) - set(range(30))) <= 15  # at most 2.5% of the aligned ones
+    assert sorted(kept + removed["lexical"]) == list(range(600))
+    with pytest.raises(ValueError, match="lexical rule needs a piece model"):
+        clean(german, english, "de", "en", options)
+    off = CleaningOptions(max_length_ratio=0, language=False, near_duplicates=False)
+    assert clean(german, english, "de", "en", off)[0] == list(range(600))

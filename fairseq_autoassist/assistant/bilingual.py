@@ -9,13 +9,13 @@ and stored as float16, ``len(NAMES) * 2`` bytes per pair:
 * ``source_language`` / ``target_language``: the mean over a side's tokens of log(document frequency on that
   side / on the other side), high for text typical of its side, low for the other language on the wrong side;
 * ``lexical_translation``: for each of the target's ``CONTENT_TOKENS`` rarest distinct tokens the best pointwise
-  mutual information with one of the source's, over co-occurrence counts of these tokens in the corpus' pairs (an IBM-Model-1-like
-  alignment score, 0 without evidence; counts hashed into ``TABLE_BUCKETS`` buckets and estimated on at most
-  ``sample_pairs`` pairs, so memory stays bounded; each count less one, so that words met together in a single
-  pair count for nothing), averaged; a misaligned pair, whose sides are unrelated sentences, scores low. Only the
-  rarest tokens of each side take part: frequent ones (punctuation, articles, ``</s>``) co-occur with everything
-  and carry no evidence, and visiting every combination of a WMT-sized pair (about 730) cost 90 s per million
-  pairs at start-up where at most ``CONTENT_TOKENS ** 2`` cost a tenth (docs/results/cleaning/README.md);
+  mutual information with one of the source's, over co-occurrence counts of these tokens in the corpus' pairs (an
+  IBM-Model-1-like alignment score, 0 without evidence; counts hashed into ``TABLE_BUCKETS`` buckets and estimated
+  on at most ``sample_pairs`` pairs, so memory stays bounded; each count less one, so that words met together in a
+  single pair count for nothing), averaged; a misaligned pair, whose sides are unrelated sentences, scores low.
+  Only the rarest tokens of each side take part: frequent ones (punctuation, articles, ``</s>``) co-occur with
+  everything and carry no evidence, and visiting every combination of a WMT-sized pair (about 730) cost 90 s per
+  million pairs at start-up where at most ``CONTENT_TOKENS ** 2`` cost a tenth (docs/results/cleaning/README.md);
 * ``duplicates``: log of the size of the pair's near-duplicate group (``PairFeatures.near_duplicate_groups``).
 """
 
