@@ -178,10 +178,6 @@ def prepare(raw_dir, dest, src, tgt, vocab_size, workers=1, download=True, clean
     return info
 
 
-def write_manifest(dest, info):
-    write_manifest(dest, info)
-
-
 def write_prepared(dest, corpora, splits, src, tgt, vocab_size, workers, raw_dir):
     """Binarizes ``corpora`` (by Multi30K file stem) into ``dest`` and returns what its prepare.json says."""
     pieces = write_data_bin(dest, {splits[stem]: sides for stem, sides in corpora.items()}, src, tgt, vocab_size,
