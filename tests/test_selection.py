@@ -416,6 +416,8 @@ def test_the_selector_counts_which_pairs_their_own_loss_decided_and_which_the_as
     assert np.isnan(selector.own_loss_share)
     selector.keep_probabilities(np.arange(4), epoch=2)
     assert selector.own_loss_share == pytest.approx(0.75)  # pair 3 was never seen: the Assistant decided
+    selector.keep_probabilities(np.array([3]), epoch=3)
+    assert selector.own_loss_share == 0.0  # counted afresh each epoch
     paper = Selector(SelectionOptions(policy="assistant"), SelectionSchedule(warmup_epochs=0), seed=1,
                      worker=_Worker(_ConstantAssistant(0.5, 1.0)))
     paper.keep_probabilities(np.arange(4), epoch=2)

@@ -97,9 +97,11 @@ class Selector:
         self.seed = int(seed)
         self.worker = worker
         self.num_updates = 0
-        # Of the pairs a rule with an Assistant scored: how many its own latest loss decided (see count_decisions).
+        # Of the pairs a rule with an Assistant scored in the current epoch: how many its own latest loss decided
+        # (see count_decisions), so that the log shows the share pass by pass.
         self.own_decisions = 0
         self.decisions = 0
+        self._decisions_epoch = None
 
     def count_decisions(self, by_own_loss, pairs):
         """Called by a rule that uses the Assistant: of ``pairs`` scored, ``by_own_loss`` were decided by their
@@ -109,13 +111,15 @@ class Selector:
 
     @property
     def own_loss_share(self):
-        """Share of the pairs scored so far that their own loss decided (NaN before any)."""
+        """Share of the pairs scored in the current epoch that their own loss decided (NaN before any)."""
         return self.own_decisions / self.decisions if self.decisions else float("nan")
 
     def keep_probabilities(self, indices, epoch):
         """Per-pair keep probability for ``indices``; None (keep every pair) outside the selection phase."""
         if self.policy.keep is None or not self.schedule.selection_active(epoch, self.num_updates):
             return None
+        if epoch != self._decisions_epoch:
+            self._decisions_epoch, self.own_decisions, self.decisions = epoch, 0, 0
         keep_prob = self.policy.keep(self, indices, self.schedule.progress(epoch, self.num_updates))
         if keep_prob is None:
             return None
