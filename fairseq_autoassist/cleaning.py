@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .assistant import CorpusSide, PairFeatures, bilingual
 from .option_fields import option, option_fields, value_problem
 from .raw_corpus import PreparationError
 
@@ -95,6 +94,8 @@ def pair_features(encode, vocab_size, source, target):
     """The ``PairFeatures`` of the pairs ``source``/``target`` (lists of text) as fairseq would binarize them:
     ``encode(texts) -> [piece ids]`` of a piece model of ``vocab_size`` pieces, ids placed after fairseq's special
     symbols, ``</s>`` last."""
+    from .assistant import CorpusSide, PairFeatures  # the package imports torch: only when the lexical rule runs
+
     def side(lines):
         rows = [np.r_[np.asarray(ids, dtype=np.int64) + SPECIAL_SYMBOLS, END_OF_SENTENCE] for ids in encode(lines)]
         return CorpusSide(np.concatenate(rows), np.r_[0, np.cumsum([len(row) for row in rows])])
@@ -122,9 +123,11 @@ def clean(source, target, src_lang, tgt_lang, options, pieces=None, encode=None,
         else:
             kept.append(index)
     if options.lexical_below > 0 and kept:
+        from .assistant.bilingual import NAMES
+
         features = pair_features(encode, vocab_size, [source[i] for i in kept], [target[i] for i in kept])
         # Standardized over the kept pairs by bilingual.compute.
-        score = features.bilingual()[:, bilingual.NAMES.index("lexical_translation")].astype(np.float64)
+        score = features.bilingual()[:, NAMES.index("lexical_translation")].astype(np.float64)
         removed["lexical"] = [i for i, z in zip(kept, score) if z < -options.lexical_below]
         kept = [i for i, z in zip(kept, score) if z >= -options.lexical_below]
     return kept, removed
