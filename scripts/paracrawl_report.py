@@ -9,9 +9,9 @@ E translation error, F free translation, L wrong language, T tokenization) into 
 (Multi30K's training pairs), encodes the mixture with one joint sentencepiece model, and reports for each label:
 the share the cleaning rules keep (``fairseq_autoassist.cleaning``: the defaults, and with the lexical rule), and
 the ROC AUC with which each pair feature (``fairseq_autoassist.assistant.bilingual``: higher should mean a better
-pair) ranks V above A+L and above every other label, beside the AUC of the bicleaner score ParaCrawl's own pipeline gave each pair. Features are
-computed as at training start, from the whole mixture; no model is trained. Writes ``report.md`` and
-``report.json`` to ``--out``.
+pair) ranks V above A+L and above every other label, beside the AUC of the bicleaner score ParaCrawl's own
+pipeline gave each pair. Features are computed as at training start, from the whole mixture; no model is trained.
+Writes ``report.md`` and ``report.json`` to ``--out``.
 
 With ``--mixed-corpus DIR`` it also writes the mixture as a raw corpus for training (the corpus' other splits
 copied; ``noise.tsv`` lists every ParaCrawl pair with the kind ``paracrawl-LABEL``, V included, so that the
