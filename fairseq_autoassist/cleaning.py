@@ -123,14 +123,20 @@ def clean(source, target, src_lang, tgt_lang, options, pieces=None, encode=None,
         else:
             kept.append(index)
     if options.lexical_below > 0 and kept:
-        from .assistant.bilingual import NAMES
-
-        features = pair_features(encode, vocab_size, [source[i] for i in kept], [target[i] for i in kept])
-        # Standardized over the kept pairs by bilingual.compute.
-        score = features.bilingual()[:, NAMES.index("lexical_translation")].astype(np.float64)
-        removed["lexical"] = [i for i, z in zip(kept, score) if z < -options.lexical_below]
-        kept = [i for i, z in zip(kept, score) if z >= -options.lexical_below]
+        kept, removed["lexical"] = lexical_rule(source, target, kept, options.lexical_below, encode, vocab_size)
     return kept, removed
+
+
+def lexical_rule(source, target, kept, below, encode, vocab_size):
+    """The ``lexical`` rule over the pairs ``kept`` by the others: ``(kept, removed)``, the pairs whose lexical score
+    lies more than ``below`` standard deviations below the mean of ``kept`` removed (``encode``, ``vocab_size``: of
+    ``pair_features``)."""
+    from .assistant.bilingual import NAMES
+
+    features = pair_features(encode, vocab_size, [source[i] for i in kept], [target[i] for i in kept])
+    # Standardized over the kept pairs by bilingual.compute.
+    passes = features.bilingual()[:, NAMES.index("lexical_translation")].astype(np.float64) >= -below
+    return [i for i, ok in zip(kept, passes) if ok], [i for i, ok in zip(kept, passes) if not ok]
 
 
 def _first_rule(src, tgt, src_lang, tgt_lang, options, pieces, detect, seen_exact, seen_normalized):

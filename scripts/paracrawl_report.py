@@ -32,7 +32,7 @@ import tempfile
 import numpy as np
 
 from fairseq_autoassist.assistant import bilingual
-from fairseq_autoassist.cleaning import CleaningOptions, clean, pair_features
+from fairseq_autoassist.cleaning import CleaningOptions, clean, lexical_rule, pair_features
 from fairseq_autoassist.preparation import train_sentencepiece
 from fairseq_autoassist.raw_corpus import PreparationError, exit_code, read_parallel, write_noisy_copy
 from fairseq_autoassist.recipes import write_report
@@ -90,11 +90,9 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None):
     with tempfile.TemporaryDirectory() as work:
         model = train_sentencepiece(german + english, os.path.join(work, "spm"), vocab_size)
         features = pair_features(model.encode, model.get_piece_size(), german, english)
-        kept, kept_with_lexical = (
-            clean(german, english, "de", "en", CleaningOptions(lexical_below=lexical_below),
-                  pieces=lambda text: len(model.encode(text)), encode=model.encode,
-                  vocab_size=model.get_piece_size())[0]
-            for lexical_below in (0.0, LEXICAL_BELOW))
+        kept, _ = clean(german, english, "de", "en", CleaningOptions(), pieces=lambda text: len(model.encode(text)))
+        # The same with the lexical rule: it runs last, on what the other rules kept.
+        kept_with_lexical, _ = lexical_rule(german, english, kept, LEXICAL_BELOW, model.encode, model.get_piece_size())
     columns = features.bilingual()[mixed].astype(np.float64)
     kept_mask = np.isin(mixed, kept)
     valid = labels == "V"
