@@ -264,9 +264,14 @@ def main(argv=None):
                  if args.difficulty_groups_at else pair_kinds(len(features), args.noise_ids))
     except AutoAssistConfigError as error:
         sys.exit(f"error: {error}")
+    names, counts = np.unique(kinds, return_counts=True)
+    # Before any replaying: a misspelt kind would otherwise stop the script after the run is described.
+    unknown = sorted({kind for _, positive, negatives in args.comparisons for kind in [positive, *negatives]}
+                     - set(names.tolist()))
+    if unknown:
+        sys.exit(f"error: --auc names {', '.join(unknown)}, not kinds of these pairs ({', '.join(names.tolist())})")
     steps_per_pass = sum(1 for pass_index, _, _ in logged_passes(args.loss_log) if pass_index == 1)
     logger.info("describing the logged run (%d steps per pass)", steps_per_pass)
-    names, counts = np.unique(kinds, return_counts=True)
     result = {
         "command": "python scripts/replay_selection.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "kinds": {str(name): int(count) for name, count in sorted(zip(names, counts), key=lambda x: x[0] != CLEAN)},
@@ -274,10 +279,6 @@ def main(argv=None):
         "rules": {},
         "auc": {},
     }
-    unknown = sorted({kind for _, positive, negatives in args.comparisons for kind in [positive, *negatives]}
-                     - set(result["kinds"]))
-    if unknown:
-        sys.exit(f"error: --auc names {', '.join(unknown)}, not kinds of these pairs ({', '.join(result['kinds'])})")
     for text, options, config in args.rules:
         logger.info("replaying rule %s", text)
         result["rules"][text], latest = replay_rule(options, features, args.loss_log, kinds, args.warmup_epochs,
