@@ -1,12 +1,13 @@
 """The shared training recipe: configs/multi30k.yaml states the same settings as recipe()."""
 
 import os
+import sys
 
 import pytest
 import yaml
 
 from fairseq_autoassist.errors import AutoAssistConfigError
-from fairseq_autoassist.recipes import ARCHITECTURES, recipe, require_prepared
+from fairseq_autoassist.recipes import ARCHITECTURES, TRAINING_MALLOC_ENV, recipe, require_prepared, run_logged
 
 from .conftest import ROOT
 
@@ -89,3 +90,13 @@ def test_a_folder_without_prepare_json_is_not_prepared(tmp_path):
         require_prepared(str(tmp_path))
     (tmp_path / "prepare.json").write_text('{"source": "de", "target": "en"}')
     assert require_prepared(str(tmp_path))["target"] == "en"
+
+
+def test_logged_commands_run_with_the_allocator_settings_unless_the_environment_has_its_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TOP_PAD_", "4096")
+    log = tmp_path / "run.log"
+    show = "import os; print([os.environ.get(k) for k in sorted(%r)])" % sorted(TRAINING_MALLOC_ENV)
+    assert run_logged([sys.executable, "-c", show], str(log)) == 0
+    expected = {**TRAINING_MALLOC_ENV, "MALLOC_TOP_PAD_": "4096"}
+    assert log.read_text().splitlines()[-1] == str([expected[k] for k in sorted(TRAINING_MALLOC_ENV)])
