@@ -171,6 +171,13 @@ TRAINING_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THR
                        "MALLOC_TOP_PAD_": str(256 << 20)}
 
 
+def reexec_under_training_malloc():
+    """Restarts this script under ``TRAINING_MALLOC_ENV`` (glibc reads it once, at start-up) unless it already
+    runs under it, so that an in-process timing measures what the training runs do."""
+    if any(key not in os.environ for key in TRAINING_MALLOC_ENV):
+        os.execve(sys.executable, [sys.executable] + sys.argv, {**TRAINING_MALLOC_ENV, **os.environ})
+
+
 def run_logged(command, log_path, echo=False):
     """Runs ``command`` with its output appended to ``log_path`` (after a ``# command`` line) and, when
     ``echo``, to stdout too, under ``TRAINING_MALLOC_ENV``; returns the exit code."""

@@ -9,7 +9,8 @@ the preset's recipe and the arm's settings) and trains on the batches of its own
 the plugin's under the arm's packing and policy, whose selection (scoring, drawing, batching a chunk), loss
 feedback and background Assistant all run as in training. Blocks of ``--block-updates`` updates, fetching each
 batch included, are interleaved (arm 1, arm 2, ..., arm 1, ...) so that machine noise hits all alike; run it
-with nothing else on the machine. Writes the median seconds per update of each arm, its ratio to ``baseline``,
+with nothing else on the machine. It runs under the training runs' allocator settings
+(``recipes.TRAINING_MALLOC_ENV``). Writes the median seconds per update of each arm, its ratio to ``baseline``,
 the target tokens and padded positions per update of the timed batches and the CPU seconds spent selecting and
 in the Assistant's thread. ``scripts/benchmark.py --seconds-per-update`` turns updates into seconds with it.
 """
@@ -17,6 +18,7 @@ in the Assistant's thread. ``scripts/benchmark.py --seconds-per-update`` turns u
 import argparse
 import json
 import logging
+import os
 import shlex
 import statistics
 import sys
@@ -24,7 +26,7 @@ import tempfile
 import time
 
 from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, training_args
-from fairseq_autoassist.recipes import build_trainer, write_atomically
+from fairseq_autoassist.recipes import TRAINING_MALLOC_ENV, build_trainer, reexec_under_training_malloc, write_atomically
 
 logger = logging.getLogger("benchmark_overhead")
 
@@ -112,6 +114,7 @@ def main(argv=None):
     arms = ["baseline"] + [arm for arm in args.arms if arm != "baseline"]
     result = measure(args.data, args.preset, arms, args.seed, args.block_updates, args.blocks)
     result["command"] = "python scripts/benchmark_overhead.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    result["allocator"] = {key: os.environ.get(key) for key in TRAINING_MALLOC_ENV}
     write_atomically(args.output, json.dumps(result, indent=2))
     for arm in arms:
         logger.info("%-24s %.3f s/update, ratio to baseline %.3f, %.0f target tokens per update %s", arm,
@@ -121,4 +124,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    reexec_under_training_malloc()
     sys.exit(main())

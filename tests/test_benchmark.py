@@ -8,6 +8,7 @@ import pytest
 
 from fairseq_autoassist.benchmark import figures, logs, report, runs as benchmark_runs
 from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, training_args
+from fairseq_autoassist.recipes import TRAINING_MALLOC_ENV
 from scripts import benchmark
 
 from .conftest import run_script
@@ -321,6 +322,7 @@ def test_the_overhead_benchmark_times_every_arm_on_its_own_batches(prepared_data
     assert result["cpu"]["learnable"]["assistant_updates"] > 0 and result["cpu"]["baseline"] == {}
     assert all(result["target_tokens_per_update"][arm] < result["padded_positions_per_update"][arm]
                for arm in result["median_seconds_per_update"])
+    assert result["allocator"] == TRAINING_MALLOC_ENV
 
 
 def test_every_arm_of_every_preset_is_a_valid_arm_argument():
