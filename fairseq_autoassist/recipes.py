@@ -164,7 +164,7 @@ def write_report(out, stem, record, table):
 # glibc's allocator hands a freed tensor of more than its (adaptive) mmap threshold back to the kernel and trims
 # the heap's top above 128 KiB, so every training step faults its activations in afresh: with the small model on
 # CPU a quarter of the process's time went to the kernel (11.5M minor faults in 150 updates). Keeping freed memory
-# for reuse cuts the faults fourfold and the time per update by 16-20%, losses unchanged to the last digit
+# for reuse cuts the faults fourfold and the time per update by 16-18%, losses unchanged to the last digit
 # (docs/results/overhead.md). The cost: a process's resident memory stays near its peak. A value already in the
 # environment wins.
 TRAINING_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
