@@ -10,8 +10,10 @@ E translation error, F free translation, L wrong language, T tokenization) into 
 the share the cleaning rules keep (``fairseq_autoassist.cleaning``: the defaults, and with the lexical rule), and
 the ROC AUC with which each pair feature (``fairseq_autoassist.assistant.bilingual``: higher should mean a better
 pair) ranks V above A+L and above every other label, beside the AUC of the bicleaner score ParaCrawl's own
-pipeline gave each pair. Features are computed as at training start, from the whole mixture; no model is trained.
-Writes ``report.md`` and ``report.json`` to ``--out``.
+pipeline gave each pair. Features are computed as at training start, from the whole mixture. Then what the features
+can tell when labels are given, which the Assistant's loss-based label is not: a gradient-boosted classifier over
+them (and both sides' lengths) trained on N judged pairs drawn at random, its AUC on the other judged pairs, for
+each N of ``--classifier-sizes`` (five draws each). Writes ``report.md`` and ``report.json`` to ``--out``.
 
 With ``--mixed-corpus DIR`` it also writes the mixture as a raw corpus for training (the corpus' other splits
 copied; ``noise.tsv`` lists every ParaCrawl pair with the kind ``paracrawl-LABEL``, V included, so that the
@@ -45,6 +47,8 @@ LAYOUTS = {9: (6, 7), 8: (4, 5)}
 # The lexical rule's threshold reported beside the default rules: the one docs/results/cleaning/ chose on the
 # development copy of noisy Multi30K.
 LEXICAL_BELOW = 1.5
+CLASSIFIER_SIZES = (250, 500, 1000, 2000, 2500)
+CLASSIFIER_DRAWS = 5
 FEATURE_SIGN = {"length_ratio": None, "copied_share": -1, "source_language": 1, "target_language": 1,
                 "lexical_translation": 1, "duplicates": -1}
 
@@ -76,7 +80,26 @@ def auc(scores, positive):
     return float(roc_auc_score(positive, scores))
 
 
-def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None):
+def classifier_learning_curve(features, positive, sizes, draws=CLASSIFIER_DRAWS, seed=0):
+    """``{N: [AUC of each draw]}``: a gradient-boosted classifier over the rows of ``features`` trained on N of them
+    drawn at random, scored on the rest against ``positive``; a size that leaves less than a quarter of the rows to score is skipped."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(seed)
+    curve = {}
+    for size in (size for size in sizes if size <= 0.75 * len(positive)):
+        aucs = []
+        for _ in range(draws):
+            train = np.zeros(len(positive), bool)
+            train[rng.choice(len(positive), size, replace=False)] = True
+            model = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, random_state=seed)
+            model.fit(features[train], positive[train])
+            aucs.append(auc(model.predict_proba(features[~train])[:, 1], positive[~train]))
+        curve[size] = aucs
+    return curve
+
+
+def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classifier_sizes=CLASSIFIER_SIZES):
     judged = read_judged_pairs(paracrawl_dir)
     base_de, base_en = read_parallel(corpus_dir, "train", "de", "en")
     german = base_de + [row[1] for row in judged]
@@ -93,6 +116,7 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None):
         kept, _ = clean(german, english, "de", "en", CleaningOptions(), pieces=lambda text: len(model.encode(text)))
         # The same with the lexical rule: it runs last, on what the other rules kept.
         kept_with_lexical, _ = lexical_rule(german, english, kept, LEXICAL_BELOW, model.encode, model.get_piece_size())
+        lengths = np.log1p([[len(model.encode(german[i])), len(model.encode(english[i]))] for i in mixed])
     columns = features.bilingual()[mixed].astype(np.float64)
     kept_mask = np.isin(mixed, kept)
     valid = labels == "V"
@@ -109,6 +133,10 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None):
         "lexical_below": LEXICAL_BELOW,
         "auc": {name: {comparison: auc(values[subset], valid[subset]) for comparison, subset in comparisons.items()}
                 for name, values in scores.items()},
+        "classifier_learning_curve": {
+            comparison: classifier_learning_curve(np.column_stack([columns, lengths])[subset], valid[subset],
+                                                  classifier_sizes)
+            for comparison, subset in comparisons.items()},
         "corpus": os.path.abspath(corpus_dir),
         "corpus_pairs": len(base_de),
     }
@@ -123,6 +151,13 @@ def markdown(result):
     lines += ["", "| score (higher: a better pair) | AUC V vs A+L | AUC V vs all others |", "|---|---|---|"]
     lines += [f"| {name} | {aucs['V vs A+L']:.3f} | {aucs['V vs all others']:.3f} |"
               for name, aucs in result["auc"].items()]
+    curves = result["classifier_learning_curve"]
+    lines += ["", "| a classifier over the pair features and lengths, trained on N judged pairs | AUC V vs A+L on the rest "
+              "(mean, min-max of the draws) | AUC V vs all others |", "|---|---|---|"]
+    for size in sorted({size for curve in curves.values() for size in curve}):
+        cells = [f"{np.mean(curve[size]):.3f} ({min(curve[size]):.3f}-{max(curve[size]):.3f})" if size in curve else "-"
+                 for curve in curves.values()]
+        lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -133,12 +168,14 @@ def main(argv=None):
     parser.add_argument("--corpus", required=True, help="raw German-English training corpus (train.de, train.en)")
     parser.add_argument("--out", required=True, help="folder for report.md and report.json")
     parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--classifier-sizes", type=int, nargs="*", default=list(CLASSIFIER_SIZES),
+                        help="judged pairs to train the classifier on, one learning-curve point each (none: skip)")
     parser.add_argument("--mixed-corpus", metavar="DIR",
                         help="also write the mixture as a raw corpus to train on, with noise.tsv of the labels")
     args = parser.parse_args(argv)
 
     def write():
-        result = report(args.paracrawl, args.corpus, args.vocab_size, args.mixed_corpus)
+        result = report(args.paracrawl, args.corpus, args.vocab_size, args.mixed_corpus, args.classifier_sizes)
         logger.info("wrote %s", write_report(args.out, "report", result, markdown(result)))
 
     return exit_code(write, logger)

@@ -86,13 +86,26 @@ def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_l
     with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
         f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n"
                 "u1\tu2\tMenu\tImpressum\t0.9\t1.2\t0.52\tA\t\n")
-    result = report(str(tmp_path), raw_corpus, vocab_size=100, mixed_corpus=str(tmp_path / "mixed"))
+    result = report(str(tmp_path), raw_corpus, vocab_size=100, mixed_corpus=str(tmp_path / "mixed"), classifier_sizes=())
     german, english = read_parallel(str(tmp_path / "mixed"), "train", "de", "en")
     base = len(read_parallel(raw_corpus, "train", "de", "en")[0])
     assert result["corpus_pairs"] == base and len(german) == base + 2
     assert (german[base:], english[base:]) == (["Guten Morgen.", "Impressum"], ["Good morning.", "Menu"])
     assert read_noise(str(tmp_path / "mixed" / "noise.tsv")) == {base: "paracrawl-V", base + 1: "paracrawl-A"}
     assert read_parallel(str(tmp_path / "mixed"), "val", "de", "en") == read_parallel(raw_corpus, "val", "de", "en")
+
+
+def test_the_classifier_learning_curve_finds_a_signal_in_the_features_and_none_in_noise():
+    from scripts.paracrawl_report import classifier_learning_curve
+
+    rng = np.random.default_rng(0)
+    positive = rng.random(800) < 0.6
+    informative = np.column_stack([positive + rng.normal(0, 0.3, 800), rng.normal(size=800)])
+    curve = classifier_learning_curve(informative, positive, sizes=(100, 600, 700), draws=2)
+    assert list(curve) == [100, 600] and all(len(aucs) == 2 for aucs in curve.values())  # 700 leaves too few
+    assert min(curve[600]) > 0.95
+    noise = classifier_learning_curve(rng.normal(size=(800, 2)), positive, sizes=(600,), draws=2)
+    assert all(abs(value - 0.5) < 0.1 for value in noise[600])
 
 
 def test_the_lexical_rule_removes_unrelated_sides_that_every_other_rule_keeps():
