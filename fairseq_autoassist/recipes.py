@@ -161,12 +161,11 @@ def write_report(out, stem, record, table):
     return path
 
 
-# glibc's allocator hands a freed block above its mmap threshold back to the kernel and trims the heap's top
-# above 128 KiB, so every training step faults its activations in afresh: with the small model on CPU a quarter of
-# the process's time went to the kernel (11.5M minor faults in 150 updates). Allocating from the heap only (no
-# mmap, which glibc uses for any block above 32 MB, such as a batch's logits) and keeping freed memory for reuse leaves 0.3M faults
-# and cuts the time per update by about a quarter, losses unchanged to the last digit, for 20% more peak resident
-# memory (docs/results/overhead.md). A value already in the environment wins.
+# glibc's allocator hands large freed blocks back to the kernel (mmap) and trims the heap's top above 128 KiB, so
+# every training step faults its activations in afresh: with the small model on CPU a quarter of the process's
+# time went to the kernel (11.5M minor faults in 150 updates). Allocating from the heap only and keeping freed
+# memory for reuse leaves 0.3M faults and cuts the time per update by about a quarter, losses unchanged to the
+# last digit, for 20% more peak resident memory (docs/results/overhead.md). A value in the environment wins.
 TRAINING_MALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
                        "MALLOC_TOP_PAD_": str(256 << 20)}
 
