@@ -26,7 +26,8 @@ import tempfile
 import time
 
 from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, training_args
-from fairseq_autoassist.recipes import TRAINING_MALLOC_ENV, build_trainer, reexec_under_training_malloc, write_atomically
+from fairseq_autoassist.recipes import (TRAINING_MALLOC_ENV, build_trainer, reexec_under_training_malloc,
+                                        write_atomically)
 
 logger = logging.getLogger("benchmark_overhead")
 

@@ -82,7 +82,8 @@ def auc(scores, positive):
 
 def classifier_learning_curve(features, positive, sizes, draws=CLASSIFIER_DRAWS, seed=0):
     """``{N: [AUC of each draw]}``: a gradient-boosted classifier over the rows of ``features`` trained on N of them
-    drawn at random, scored on the rest against ``positive``; a size that leaves less than a quarter of the rows to score is skipped."""
+    drawn at random, scored on the rest against ``positive``; a size that leaves under a quarter of the rows to score
+    is skipped."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     rng = np.random.default_rng(seed)
@@ -152,11 +153,11 @@ def markdown(result):
     lines += [f"| {name} | {aucs['V vs A+L']:.3f} | {aucs['V vs all others']:.3f} |"
               for name, aucs in result["auc"].items()]
     curves = result["classifier_learning_curve"]
-    lines += ["", "| a classifier over the pair features and lengths, trained on N judged pairs | AUC V vs A+L on the rest "
-              "(mean, min-max of the draws) | AUC V vs all others |", "|---|---|---|"]
+    lines += ["", "| a classifier over the pair features and lengths, trained on N judged pairs "
+              "| AUC V vs A+L on the rest (mean, min-max of the draws) | AUC V vs all others |", "|---|---|---|"]
     for size in sorted({size for curve in curves.values() for size in curve}):
-        cells = [f"{np.mean(curve[size]):.3f} ({min(curve[size]):.3f}-{max(curve[size]):.3f})" if size in curve else "-"
-                 for curve in curves.values()]
+        cells = [f"{np.mean(curve[size]):.3f} ({min(curve[size]):.3f}-{max(curve[size]):.3f})"
+                 if size in curve else "-" for curve in curves.values()]
         lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

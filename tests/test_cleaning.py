@@ -86,7 +86,8 @@ def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_l
     with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
         f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n"
                 "u1\tu2\tMenu\tImpressum\t0.9\t1.2\t0.52\tA\t\n")
-    result = report(str(tmp_path), raw_corpus, vocab_size=100, mixed_corpus=str(tmp_path / "mixed"), classifier_sizes=())
+    result = report(str(tmp_path), raw_corpus, vocab_size=100, mixed_corpus=str(tmp_path / "mixed"),
+                    classifier_sizes=())
     german, english = read_parallel(str(tmp_path / "mixed"), "train", "de", "en")
     base = len(read_parallel(raw_corpus, "train", "de", "en")[0])
     assert result["corpus_pairs"] == base and len(german) == base + 2
