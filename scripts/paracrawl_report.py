@@ -117,7 +117,6 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
         kept, _ = clean(german, english, "de", "en", CleaningOptions(), pieces=lambda text: len(model.encode(text)))
         # The same with the lexical rule: it runs last, on what the other rules kept.
         kept_with_lexical, _ = lexical_rule(german, english, kept, LEXICAL_BELOW, model.encode, model.get_piece_size())
-        lengths = np.log1p([[len(model.encode(german[i])), len(model.encode(english[i]))] for i in mixed])
     columns = features.bilingual()[mixed].astype(np.float64)
     kept_mask = np.isin(mixed, kept)
     valid = labels == "V"
@@ -135,8 +134,8 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
         "auc": {name: {comparison: auc(values[subset], valid[subset]) for comparison, subset in comparisons.items()}
                 for name, values in scores.items()},
         "classifier_learning_curve": {
-            comparison: classifier_learning_curve(np.column_stack([columns, lengths])[subset], valid[subset],
-                                                  classifier_sizes)
+            comparison: classifier_learning_curve(np.column_stack([columns, features.length_features(mixed)])[subset],
+                                                  valid[subset], classifier_sizes)
             for comparison, subset in comparisons.items()},
         "corpus": os.path.abspath(corpus_dir),
         "corpus_pairs": len(base_de),
