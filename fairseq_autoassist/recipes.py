@@ -170,21 +170,26 @@ TRAINING_MALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(4 
                        "MALLOC_TOP_PAD_": str(256 << 20)}
 
 
+def training_environment():
+    """This process's environment with ``TRAINING_MALLOC_ENV`` added where it sets none of its own."""
+    return {**TRAINING_MALLOC_ENV, **os.environ}
+
+
 def reexec_under_training_malloc():
-    """Restarts this script under ``TRAINING_MALLOC_ENV`` (glibc reads it once, at start-up) unless it already
+    """Restarts this script under ``training_environment()`` (glibc reads it once, at start-up) unless it already
     runs under it, so that an in-process timing measures what the training runs do."""
     if any(key not in os.environ for key in TRAINING_MALLOC_ENV):
-        os.execve(sys.executable, [sys.executable] + sys.argv, {**TRAINING_MALLOC_ENV, **os.environ})
+        os.execve(sys.executable, [sys.executable] + sys.argv, training_environment())
 
 
 def run_logged(command, log_path, echo=False):
     """Runs ``command`` with its output appended to ``log_path`` (after a ``# command`` line) and, when
-    ``echo``, to stdout too, under ``TRAINING_MALLOC_ENV``; returns the exit code."""
+    ``echo``, to stdout too, under ``training_environment()``; returns the exit code."""
     with open(log_path, "a") as log:
         log.write("# " + " ".join(command) + "\n")
         log.flush()
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env={**TRAINING_MALLOC_ENV, **os.environ})
+                                   env=training_environment())
         for line in process.stdout:
             if echo:
                 sys.stdout.write(line)
