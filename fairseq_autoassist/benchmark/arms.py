@@ -83,7 +83,7 @@ PRESETS = {
     "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
                           lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[30, 35, 38], validate_interval_updates=500,
                           arms=["baseline", *FRONTIER_BASELINES, "keep-all", "keep-all@0.6", "keep-all-fixed@0.6",
-                                "keep-all-stock-sort@0.6", "assistant@0.6", "uniform@0.6", "infobatch@0.6",
+                                "keep-all-stock-sort@0.6", "keep-all-shuffled-fixed@0.6", "assistant@0.6", "uniform@0.6", "infobatch@0.6",
                                 "learnable@0.6", "uniform-0.85@0.6"]),
     "multi30k-noisy": dict(arch="small", max_update=1600, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[15, 20, 25], validate_interval_updates=200, noisy=True,
