@@ -1,10 +1,13 @@
 """Raw parallel text as distributed (plain or gzipped, one sentence per line), read with errors that name
-the file and line, and the list of corrupted pairs of a noisy copy (no fairseq import). Used by
-scripts/prepare_multi30k.py, scripts/make_noisy_corpus.py and ``--autoassist-noise-ids``."""
+the file and line; the corruption of a noisy copy and the list of its corrupted pairs (no fairseq import). Used
+by scripts/prepare_multi30k.py, scripts/make_noisy_corpus.py, scripts/paracrawl_report.py and
+``--autoassist-noise-ids``."""
 
 import gzip
 import os
 import shutil
+
+import numpy as np
 
 
 class PreparationError(RuntimeError):
@@ -114,3 +117,47 @@ def read_noise(path):
     with open(path) as f:
         rows = [row.split("\t") for row in f.read().splitlines()[1:] if row.strip()]
     return {int(row[0]): row[1] if len(row) > 1 else "" for row in rows}
+
+
+KINDS = {"misaligned": 0.30, "truncated": 0.20, "duplicate": 0.20, "untranslated": 0.15, "wrong_language": 0.15}
+
+
+def kind_counts(num_corrupted, proportions):
+    """Whole counts per kind that add up to ``num_corrupted`` (largest remainders)."""
+    names = list(proportions)
+    total = sum(proportions.values())
+    exact = np.array([num_corrupted * proportions[name] / total for name in names])
+    counts = np.floor(exact).astype(int)
+    for index in np.argsort(-(exact - counts))[: num_corrupted - counts.sum()]:
+        counts[index] += 1
+    return dict(zip(names, counts.tolist()))
+
+
+def corrupt(source, target, share, seed, proportions=KINDS):
+    """The noisy ``(source, target)`` lists and ``{line: kind}`` of the corrupted pairs."""
+    rng = np.random.default_rng(seed)
+    num_pairs = len(source)
+    num_corrupted = int(round(share * num_pairs))
+    if num_pairs < 2 or num_corrupted >= num_pairs:
+        raise PreparationError(f"--share {share} of {num_pairs} pairs leaves no clean pair to draw from")
+    corrupted = rng.permutation(num_pairs)[:num_corrupted]
+    clean = np.setdiff1d(np.arange(num_pairs), corrupted)
+    kinds = np.repeat(list(proportions), list(kind_counts(num_corrupted, proportions).values()))
+    kinds = kinds[rng.permutation(len(kinds))]
+    noisy_source, noisy_target = list(source), list(target)
+    for line, kind in zip(corrupted.tolist(), kinds.tolist()):
+        other = int(rng.choice(clean))
+        if kind == "misaligned":
+            noisy_target[line] = target[other]
+        elif kind == "truncated":
+            words = target[line].split()
+            noisy_target[line] = " ".join(words[: int(rng.integers(1, max(1, len(words) // 2) + 1))])
+        elif kind == "duplicate":
+            noisy_source[line], noisy_target[line] = source[other], target[other]
+        elif kind == "untranslated":
+            noisy_target[line] = source[line]
+        elif kind == "wrong_language":
+            noisy_target[line] = source[other]
+        else:
+            raise PreparationError(f"unknown noise kind {kind!r}; choose among {', '.join(KINDS)}")
+    return noisy_source, noisy_target, dict(zip(corrupted.tolist(), kinds.tolist()))

@@ -26,55 +26,10 @@ import logging
 import os
 import sys
 
-import numpy as np
 
-from fairseq_autoassist.raw_corpus import PreparationError, exit_code, read_parallel, write_noisy_copy
+from fairseq_autoassist.raw_corpus import KINDS, PreparationError, corrupt, exit_code, read_parallel, write_noisy_copy
 
 logger = logging.getLogger("make_noisy_corpus")
-
-KINDS = {"misaligned": 0.30, "truncated": 0.20, "duplicate": 0.20, "untranslated": 0.15, "wrong_language": 0.15}
-
-
-def kind_counts(num_corrupted, proportions):
-    """Whole counts per kind that add up to ``num_corrupted`` (largest remainders)."""
-    names = list(proportions)
-    total = sum(proportions.values())
-    exact = np.array([num_corrupted * proportions[name] / total for name in names])
-    counts = np.floor(exact).astype(int)
-    for index in np.argsort(-(exact - counts))[: num_corrupted - counts.sum()]:
-        counts[index] += 1
-    return dict(zip(names, counts.tolist()))
-
-
-def corrupt(source, target, share, seed, proportions=KINDS):
-    """The noisy ``(source, target)`` lists and ``{line: kind}`` of the corrupted pairs."""
-    rng = np.random.default_rng(seed)
-    num_pairs = len(source)
-    num_corrupted = int(round(share * num_pairs))
-    if num_pairs < 2 or num_corrupted >= num_pairs:
-        raise PreparationError(f"--share {share} of {num_pairs} pairs leaves no clean pair to draw from")
-    corrupted = rng.permutation(num_pairs)[:num_corrupted]
-    clean = np.setdiff1d(np.arange(num_pairs), corrupted)
-    kinds = np.repeat(list(proportions), list(kind_counts(num_corrupted, proportions).values()))
-    kinds = kinds[rng.permutation(len(kinds))]
-    noisy_source, noisy_target = list(source), list(target)
-    for line, kind in zip(corrupted.tolist(), kinds.tolist()):
-        other = int(rng.choice(clean))
-        if kind == "misaligned":
-            noisy_target[line] = target[other]
-        elif kind == "truncated":
-            words = target[line].split()
-            noisy_target[line] = " ".join(words[: int(rng.integers(1, max(1, len(words) // 2) + 1))])
-        elif kind == "duplicate":
-            noisy_source[line], noisy_target[line] = source[other], target[other]
-        elif kind == "untranslated":
-            noisy_target[line] = source[line]
-        elif kind == "wrong_language":
-            noisy_target[line] = source[other]
-        else:
-            raise PreparationError(f"unknown noise kind {kind!r}; choose among {', '.join(KINDS)}")
-    return noisy_source, noisy_target, dict(zip(corrupted.tolist(), kinds.tolist()))
-
 
 def make_noisy_corpus(raw_dir, out, src, tgt, share, seed, proportions=KINDS):
     source, target = read_parallel(raw_dir, "train", src, tgt)

@@ -13,7 +13,10 @@ pair) ranks V above A+L and above every other label, beside the AUC of the bicle
 pipeline gave each pair. Features are computed as at training start, from the whole mixture. Then what the features
 can tell when labels are given, which the Assistant's loss-based label is not: a gradient-boosted classifier over
 them (and both sides' lengths) trained on N judged pairs drawn at random, its AUC on the other judged pairs, for
-each N of ``--classifier-sizes`` (five draws each). Writes ``report.md`` and ``report.json`` to ``--out``.
+each N of ``--classifier-sizes`` (five draws each). With ``--synthetic-negatives``, bicleaner's label-free recipe
+over the same columns: a classifier trained to tell the mixture's pairs from corrupted copies of them (the noise
+kinds of ``make_noisy_corpus.py`` but duplicates), scored on the judged pairs it did not train on. Writes
+``report.md`` and ``report.json`` to ``--out``.
 
 With ``--mixed-corpus DIR`` it also writes the mixture as a raw corpus for training (the corpus' other splits
 copied; ``noise.tsv`` lists every ParaCrawl pair with the kind ``paracrawl-LABEL``, V included, so that the
@@ -36,7 +39,7 @@ import numpy as np
 from fairseq_autoassist.assistant import bilingual
 from fairseq_autoassist.cleaning import CleaningOptions, clean, lexical_rule, pair_features
 from fairseq_autoassist.preparation import train_sentencepiece
-from fairseq_autoassist.raw_corpus import PreparationError, exit_code, read_parallel, write_noisy_copy
+from fairseq_autoassist.raw_corpus import KINDS, PreparationError, corrupt, exit_code, read_parallel, write_noisy_copy
 from fairseq_autoassist.recipes import write_report
 
 logger = logging.getLogger("paracrawl_report")
@@ -49,6 +52,11 @@ LAYOUTS = {9: (6, 7), 8: (4, 5)}
 LEXICAL_BELOW = 1.5
 CLASSIFIER_SIZES = (250, 500, 1000, 2000, 2500)
 CLASSIFIER_DRAWS = 5
+# The synthetic negatives: half the mixture's pairs corrupted, by every kind but exact duplicates (which are real
+# pairs, so no negatives).
+SYNTHETIC_SHARE = 0.5
+SYNTHETIC_KINDS = {kind: share for kind, share in KINDS.items() if kind != "duplicate"}
+SYNTHETIC_FOLDS = 2
 FEATURE_SIGN = {"length_ratio": None, "copied_share": -1, "source_language": 1, "target_language": 1,
                 "lexical_translation": 1, "duplicates": -1}
 
@@ -100,7 +108,31 @@ def classifier_learning_curve(features, positive, sizes, draws=CLASSIFIER_DRAWS,
     return curve
 
 
-def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classifier_sizes=CLASSIFIER_SIZES):
+def synthetic_negative_scores(features, negative_of, held_out, folds=SYNTHETIC_FOLDS, seed=0):
+    """Label-free scores (the probability of being a real pair) of the real rows ``held_out`` of ``features``.
+
+    ``features`` holds the real pairs' rows first, then one row per synthetic negative, whose real pair of origin
+    is ``negative_of``. ``held_out`` is split into ``folds`` at random; each fold is scored by a gradient-boosted
+    classifier trained on every other real row (label 1) and the negatives made from them (label 0), so no pair is
+    scored by a model that saw it or its corruption."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    num_real = len(features) - len(negative_of)
+    fold_of = np.random.default_rng(seed).integers(0, folds, len(held_out))
+    scores = np.zeros(len(held_out))
+    for fold in range(folds):
+        excluded = np.zeros(num_real, bool)
+        excluded[held_out[fold_of == fold]] = True
+        train = np.concatenate([~excluded, ~excluded[negative_of]])
+        labels = np.concatenate([np.ones(num_real), np.zeros(len(negative_of))])
+        model = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, random_state=seed)
+        model.fit(features[train], labels[train])
+        scores[fold_of == fold] = model.predict_proba(features[held_out[fold_of == fold]])[:, 1]
+    return scores
+
+
+def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classifier_sizes=CLASSIFIER_SIZES,
+           synthetic_negatives=False):
     judged = read_judged_pairs(paracrawl_dir)
     base_de, base_en = read_parallel(corpus_dir, "train", "de", "en")
     german = base_de + [row[1] for row in judged]
@@ -114,6 +146,14 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
     with tempfile.TemporaryDirectory() as work:
         model = train_sentencepiece(german + english, os.path.join(work, "spm"), vocab_size)
         features = pair_features(model.encode, model.get_piece_size(), german, english)
+        if synthetic_negatives:
+            corrupted_german, corrupted_english, noise = corrupt(german, english, SYNTHETIC_SHARE, seed=0,
+                                                                 proportions=SYNTHETIC_KINDS)
+            negative_of = np.array(sorted(noise))
+            # The negatives join the corpus, so its statistics (IDF, co-occurrences, duplicates) include them.
+            with_negatives = pair_features(model.encode, model.get_piece_size(),
+                                           german + [corrupted_german[line] for line in negative_of],
+                                           english + [corrupted_english[line] for line in negative_of])
         kept, _ = clean(german, english, "de", "en", CleaningOptions(), pieces=lambda text: len(model.encode(text)))
         # The same with the lexical rule: it runs last, on what the other rules kept.
         kept_with_lexical, _ = lexical_rule(german, english, kept, LEXICAL_BELOW, model.encode, model.get_piece_size())
@@ -140,6 +180,14 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
         "corpus": os.path.abspath(corpus_dir),
         "corpus_pairs": len(base_de),
     }
+    if synthetic_negatives:
+        every_row = np.column_stack([with_negatives.bilingual().astype(np.float64),
+                                     with_negatives.length_features(np.arange(len(german) + len(negative_of)))])
+        label_free = synthetic_negative_scores(every_row, negative_of, mixed)
+        result["synthetic_negative_classifier"] = {
+            "auc": {comparison: auc(label_free[subset], valid[subset]) for comparison, subset in comparisons.items()},
+            "mean_score": {label: float(label_free[labels == label].mean()) for label in LABELS},
+            "negatives": {kind: sum(1 for k in noise.values() if k == kind) for kind in SYNTHETIC_KINDS}}
     return result
 
 
@@ -151,6 +199,12 @@ def markdown(result):
     lines += ["", "| score (higher: a better pair) | AUC V vs A+L | AUC V vs all others |", "|---|---|---|"]
     lines += [f"| {name} | {aucs['V vs A+L']:.3f} | {aucs['V vs all others']:.3f} |"
               for name, aucs in result["auc"].items()]
+    label_free = result.get("synthetic_negative_classifier")
+    if label_free:
+        lines.append(f"| a classifier over the pair features and lengths trained on synthetic negatives (no label) | "
+                     f"{label_free['auc']['V vs A+L']:.3f} | {label_free['auc']['V vs all others']:.3f} |")
+        lines += ["", "Its mean score (the probability of a real pair) per label: "
+                  + ", ".join(f"{label} {score:.3f}" for label, score in label_free["mean_score"].items()) + "."]
     curves = result["classifier_learning_curve"]
     lines += ["", "| a classifier over the pair features and lengths, trained on N judged pairs "
               "| AUC V vs A+L on the rest (mean, min-max of the draws) | AUC V vs all others |", "|---|---|---|"]
@@ -170,12 +224,16 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--classifier-sizes", type=int, nargs="*", default=list(CLASSIFIER_SIZES),
                         help="judged pairs to train the classifier on, one learning-curve point each (none: skip)")
+    parser.add_argument("--synthetic-negatives", action="store_true",
+                        help="also score the judged pairs with a classifier trained, without labels, to tell the "
+                             "mixture's pairs from corrupted copies of them")
     parser.add_argument("--mixed-corpus", metavar="DIR",
                         help="also write the mixture as a raw corpus to train on, with noise.tsv of the labels")
     args = parser.parse_args(argv)
 
     def write():
-        result = report(args.paracrawl, args.corpus, args.vocab_size, args.mixed_corpus, args.classifier_sizes)
+        result = report(args.paracrawl, args.corpus, args.vocab_size, args.mixed_corpus, args.classifier_sizes,
+                        args.synthetic_negatives)
         logger.info("wrote %s", write_report(args.out, "report", result, markdown(result)))
 
     return exit_code(write, logger)

@@ -109,6 +109,28 @@ def test_the_classifier_learning_curve_finds_a_signal_in_the_features_and_none_i
     assert all(abs(value - 0.5) < 0.1 for value in noise[600])
 
 
+def test_the_label_free_classifier_scores_pairs_like_its_synthetic_negatives_low_and_sees_nothing_without_them():
+    from scripts.paracrawl_report import synthetic_negative_scores
+
+    rng = np.random.default_rng(0)
+    held_out = np.arange(600, 1000)
+    bad = np.zeros(1000, bool)
+    bad[800:] = True  # half of the held-out rows look like the corruptions
+    real = np.column_stack([np.where(bad, 3.0, 0.0) + rng.normal(size=1000), rng.normal(size=1000)])
+    negatives = np.column_stack([3.0 + rng.normal(size=1000), rng.normal(size=1000)])
+    scores = synthetic_negative_scores(np.vstack([real, negatives]), np.arange(1000), held_out)
+    assert scores.shape == (400,) and roc_auc(scores, ~bad[held_out]) > 0.9
+    unlike = np.column_stack([rng.normal(size=1000), rng.normal(size=1000)])  # no column tells the bad rows apart
+    scores = synthetic_negative_scores(np.vstack([real * [0, 1], unlike]), np.arange(1000), held_out)
+    assert abs(roc_auc(scores, ~bad[held_out]) - 0.5) < 0.1
+
+
+def roc_auc(scores, positive):
+    from sklearn.metrics import roc_auc_score
+
+    return roc_auc_score(positive, scores)
+
+
 def test_the_lexical_rule_removes_unrelated_sides_that_every_other_rule_keeps():
     rng = np.random.default_rng(0)
     german = [" ".join(f"wort{w}" for w in rng.integers(0, 150, size=rng.integers(4, 9))) for _ in range(600)]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fairseq_autoassist.raw_corpus import read_noise, read_parallel
+from fairseq_autoassist.raw_corpus import KINDS, corrupt, kind_counts, read_noise, read_parallel
 from fairseq_autoassist.recipes import write_synthetic_multi30k
 from scripts import make_noisy_corpus as noisy
 
@@ -17,7 +17,7 @@ def test_each_kind_of_noise_is_what_its_name_says(tmp_path):
     assert (tmp_path / "noisy" / "noise.tsv").read_text().startswith("line\tkind\n")
     noise = read_noise(str(tmp_path / "noisy" / "noise.tsv"))
     assert len(noise) == manifest["corrupted"] == round(0.3 * len(source))
-    assert manifest["counts"] == noisy.kind_counts(len(noise), noisy.KINDS)
+    assert manifest["counts"] == kind_counts(len(noise), KINDS)
     originals = set(zip(source, target))
     for line in range(len(source)):
         pair = (noisy_source[line], noisy_target[line])
@@ -45,16 +45,16 @@ def test_each_kind_of_noise_is_what_its_name_says(tmp_path):
 def test_the_noise_is_seeded():
     source = [f"satz {i} ist hier" for i in range(200)]
     target = [f"sentence {i} is here" for i in range(200)]
-    first, again = noisy.corrupt(source, target, 0.3, seed=1), noisy.corrupt(source, target, 0.3, seed=1)
+    first, again = corrupt(source, target, 0.3, seed=1), corrupt(source, target, 0.3, seed=1)
     assert first == again
-    assert noisy.corrupt(source, target, 0.3, seed=2)[2] != first[2]
+    assert corrupt(source, target, 0.3, seed=2)[2] != first[2]
 
 
 def test_counts_follow_the_proportions_and_bad_input_is_refused():
-    assert noisy.kind_counts(10, {"misaligned": 0.5, "untranslated": 0.5}) == {"misaligned": 5, "untranslated": 5}
-    assert sum(noisy.kind_counts(8701, noisy.KINDS).values()) == 8701
+    assert kind_counts(10, {"misaligned": 0.5, "untranslated": 0.5}) == {"misaligned": 5, "untranslated": 5}
+    assert sum(kind_counts(8701, KINDS).values()) == 8701
     with pytest.raises(noisy.PreparationError, match="leaves no clean pair"):
-        noisy.corrupt(["a"] * 4, ["b"] * 4, 0.99, seed=1)
+        corrupt(["a"] * 4, ["b"] * 4, 0.99, seed=1)
     assert noisy.main(["--raw-dir", "/nonexistent", "--out", "/tmp/unused-noisy"]) == 2
 
 
