@@ -18,7 +18,7 @@ from .assistant import AssistantConfig
 from .data.packing import PACKINGS
 from .errors import AutoAssistConfigError
 from .option_fields import option, option_fields, value_problem
-from .selection import SelectionOptions, SelectionSchedule
+from .selection import POLICIES, SelectionOptions, SelectionSchedule
 
 PREFIX = "autoassist_"
 
@@ -86,6 +86,13 @@ def validate(cfg):
         raise AutoAssistConfigError(
             f"--autoassist-learned-quantile={learned} is not below --autoassist-unlearnable-quantile={unlearnable}, "
             "so the learnable policy would call every pair learned or unlearnable; lower the first or raise the second")
+    policy = cfg.autoassist_policy
+    if cfg.autoassist_pair_features and POLICIES[policy].own_loss_decides_once_seen and cfg.autoassist_warmup_epochs:
+        raise AutoAssistConfigError(
+            f"--autoassist-pair-features would change nothing under --autoassist-policy {policy}: every pair has a "
+            "loss of its own after the warm-up epoch, and that loss decides, not the Assistant that sees the pair "
+            "features; use --autoassist-policy predicted-learnable (the Assistant decides for every pair), or "
+            "--autoassist-warmup-epochs 0 to let the features act on pairs not yet seen")
 
 
 def build(group, cfg, **fixed):

@@ -39,6 +39,17 @@ def test_a_learned_quantile_at_or_above_the_unlearnable_one_is_refused():
         validate(replace(AutoAssistOptions(), autoassist_learned_quantile=0.8))
 
 
+@pytest.mark.parametrize("policy", ["learnable", "progress", "near-duplicates"])
+def test_pair_features_that_a_pairs_own_loss_would_overrule_are_refused_naming_the_policy_that_uses_them(policy):
+    with pytest.raises(AutoAssistConfigError, match=f"--autoassist-pair-features would change nothing under "
+                                                    f"--autoassist-policy {policy}.*predicted-learnable"):
+        validate(replace(AutoAssistOptions(), autoassist_policy=policy, autoassist_pair_features=True))
+    validate(replace(AutoAssistOptions(), autoassist_policy=policy, autoassist_pair_features=True,
+                     autoassist_warmup_epochs=0))  # the features then act on the first pass' unseen pairs
+    for deciding in ("predicted-learnable", "assistant"):
+        validate(replace(AutoAssistOptions(), autoassist_policy=deciding, autoassist_pair_features=True))
+
+
 def test_the_defaults_are_valid_and_every_option_has_help():
     validate(AutoAssistOptions())
     for f in option_fields(AutoAssistOptions):

@@ -42,8 +42,10 @@ ARMS = {
     "competence": {"policy": "competence"},
     "learnable": {"policy": "learnable", "extra": ["--autoassist-base-prob", "0.1"]},
     "uniform-0.85": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "0.85"]},
-    # learnable whose Assistant also sees how each pair's sides relate (for pairs without a loss of their own yet).
-    "learnable-pairs": {"policy": "learnable", "extra": ["--autoassist-base-prob", "0.1", "--autoassist-pair-features"]},
+    # learnable's label, predicted for every pair by an Assistant that also sees how each pair's sides relate (under
+    # learnable itself a pair's own loss decides once seen, so the pair features would change nothing).
+    "predicted-learnable-pairs": {"policy": "predicted-learnable",
+                                  "extra": ["--autoassist-base-prob", "0.1", "--autoassist-pair-features"]},
     # The stock task on a noisy corpus' clean pairs alone (prepare_multi30k.py writes them beside a noisy copy).
     "oracle-clean": {"policy": None, "clean_only": True},
     # The few-pass regime (Tatoeba): the paper's Assistant learning from the first batch, rules that keep about 0.7
@@ -87,7 +89,8 @@ PRESETS = {
                                 "uniform@0.6", "infobatch@0.6", "learnable@0.6", "uniform-0.85@0.6"]),
     "multi30k-noisy": dict(arch="small", max_update=1600, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[15, 20, 25], validate_interval_updates=200, noisy=True,
-                           arms=["baseline", "oracle-clean", "keep-all", "uniform-0.85", "learnable", "learnable-pairs"]),
+                           arms=["baseline", "oracle-clean", "keep-all", "uniform-0.85", "learnable",
+                                 "predicted-learnable-pairs"]),
     "packing": dict(arch="small", max_update=400, max_tokens=2048, lr=2e-3, warmup_updates=300, seeds=[1, 2],
                     bleu_levels=[5, 10], validate_interval_updates=100, arms=PACKING_ARMS),
     # Tatoeba de-en (scripts/prepare_tatoeba.py), the few-pass regime: rationale in docs/results/benchmark-tatoeba/.

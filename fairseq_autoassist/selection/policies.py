@@ -60,6 +60,12 @@ class Policy:
     needs_groups: bool = False  # every pair's group of near-duplicates (PairFeatures.near_duplicate_groups)
     paced: bool = False  # the rule follows the fraction of training done: needs --max-update or --max-epoch
 
+    @property
+    def own_loss_decides_once_seen(self):
+        """Whether a pair's own loss, once it has one, decides instead of the Assistant (which then predicts only
+        for pairs not yet seen)."""
+        return self.keep is _own_label_or_assistant
+
     def build_loss_table(self, num_pairs, options, steps_per_pass, mean_decay, groups=None):
         if self.loss_table is None:
             return None
