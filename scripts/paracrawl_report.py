@@ -88,12 +88,17 @@ def auc(scores, positive):
     return float(roc_auc_score(positive, scores))
 
 
+def pair_classifier(seed):
+    """The gradient-boosted classifier every table of this report trains over the pair features and lengths."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, random_state=seed)
+
+
 def classifier_learning_curve(features, positive, sizes, draws=CLASSIFIER_DRAWS, seed=0):
     """``{N: [AUC of each draw]}``: a gradient-boosted classifier over the rows of ``features`` trained on N of them
     drawn at random, scored on the rest against ``positive``; a size that leaves under a quarter of the rows to score
     is skipped."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
     rng = np.random.default_rng(seed)
     curve = {}
     for size in (size for size in sizes if size <= 0.75 * len(positive)):
@@ -101,8 +106,7 @@ def classifier_learning_curve(features, positive, sizes, draws=CLASSIFIER_DRAWS,
         for _ in range(draws):
             train = np.zeros(len(positive), bool)
             train[rng.choice(len(positive), size, replace=False)] = True
-            model = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, random_state=seed)
-            model.fit(features[train], positive[train])
+            model = pair_classifier(seed).fit(features[train], positive[train])
             aucs.append(auc(model.predict_proba(features[~train])[:, 1], positive[~train]))
         curve[size] = aucs
     return curve
@@ -115,19 +119,17 @@ def synthetic_negative_scores(features, negative_of, held_out, folds=SYNTHETIC_F
     is ``negative_of``. ``held_out`` is split into ``folds`` at random; each fold is scored by a gradient-boosted
     classifier trained on every other real row (label 1) and the negatives made from them (label 0), so no pair is
     scored by a model that saw it or its corruption."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
     num_real = len(features) - len(negative_of)
+    real = np.concatenate([np.ones(num_real), np.zeros(len(negative_of))])
     fold_of = np.random.default_rng(seed).integers(0, folds, len(held_out))
     scores = np.zeros(len(held_out))
     for fold in range(folds):
+        scored = held_out[fold_of == fold]
         excluded = np.zeros(num_real, bool)
-        excluded[held_out[fold_of == fold]] = True
+        excluded[scored] = True
         train = np.concatenate([~excluded, ~excluded[negative_of]])
-        labels = np.concatenate([np.ones(num_real), np.zeros(len(negative_of))])
-        model = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, random_state=seed)
-        model.fit(features[train], labels[train])
-        scores[fold_of == fold] = model.predict_proba(features[held_out[fold_of == fold]])[:, 1]
+        model = pair_classifier(seed).fit(features[train], real[train])
+        scores[fold_of == fold] = model.predict_proba(features[scored])[:, 1]
     return scores
 
 
