@@ -65,26 +65,34 @@ def read_recorded_runs(parser, paths):
         except (OSError, ValueError) as error:
             parser.error(f"--rescore {path}: not a results.json of scripts/benchmark.py ({error})")
         runs.update({(run["seed"], run["arm"]): with_validations(run) for run in recorded["runs"]})
-        commands.append(recorded["command"])
-        machines.append(recorded.get("machine") or "unknown")
+        # A rescored file's command and machine already join its sources' (" ; "): each is named once.
+        commands += recorded["command"].split(" ; ")
+        machines += (recorded.get("machine") or "unknown").split(" ; ")
     order = in_table_order(arm for _, arm in runs)
     return {"runs": [runs[key] for key in sorted(runs, key=lambda key: (key[0], order.index(key[1])))],
             "command": " ; ".join(dict.fromkeys(commands)), "machine": " ; ".join(dict.fromkeys(machines))}
 
 
-def read_seconds_per_update(parser, path):
-    """``{arm: seconds}`` from the JSON of scripts/benchmark_overhead.py, which must time the stock baseline."""
-    if path is None:
+def read_time_per_update(parser, paths):
+    """``{arm: isolated time per update over the stock task's}`` from the JSON files of
+    scripts/benchmark_overhead.py, each of which must time the stock baseline: an arm's figure is relative to the
+    baseline timed beside it, in the first file that times the arm (so arms timed in a later session join the
+    earlier ones without mixing two machines' seconds)."""
+    if not paths:
         return None
-    try:
-        with open(path) as f:
-            seconds = json.load(f)["median_seconds_per_update"]
-    except (OSError, ValueError, KeyError) as error:
-        parser.error(f"--seconds-per-update {path}: not the --output of scripts/benchmark_overhead.py ({error})")
-    if "baseline" not in seconds:
-        parser.error(f"--seconds-per-update {path} does not time the arm 'baseline'; rerun benchmark_overhead.py "
-                     "with it among --arms")
-    return seconds
+    relative = {}
+    for path in paths:
+        try:
+            with open(path) as f:
+                seconds = json.load(f)["median_seconds_per_update"]
+        except (OSError, ValueError, KeyError) as error:
+            parser.error(f"--seconds-per-update {path}: not the --output of scripts/benchmark_overhead.py ({error})")
+        if "baseline" not in seconds:
+            parser.error(f"--seconds-per-update {path} does not time the arm 'baseline'; rerun benchmark_overhead.py "
+                         "with it among --arms")
+        for arm, arm_seconds in seconds.items():
+            relative.setdefault(arm, arm_seconds / seconds["baseline"])
+    return relative
 
 
 def main(argv=None):
@@ -107,9 +115,10 @@ def main(argv=None):
                         help="train nothing: recompute every figure from the runs recorded in one or more results.json "
                         "(a committed benchmark's, and the --report of new runs beside it; a run recorded twice is "
                         "taken from the later file) and write the outputs to OUT")
-    parser.add_argument("--seconds-per-update", metavar="FILE",
+    parser.add_argument("--seconds-per-update", metavar="FILE", nargs="+",
                         help="the --output of scripts/benchmark_overhead.py (each arm's isolated seconds per update "
-                        "on its own batches), for the time columns")
+                        "on its own batches), for the time columns; several: each arm from the first that times it, "
+                        "against the stock task timed beside it")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--machine", default=None,
                         help="description of the machine, written into results.md (default: read from this one)")
@@ -117,7 +126,7 @@ def main(argv=None):
     preset = dict(PRESETS[args.preset])
     if args.validate_interval_updates is not None:
         preset["validate_interval_updates"] = args.validate_interval_updates
-    seconds_per_update = read_seconds_per_update(parser, args.seconds_per_update)
+    time_per_update = read_time_per_update(parser, args.seconds_per_update)
     os.makedirs(args.out, exist_ok=True)
     machine = args.machine
     if args.rescore:
@@ -130,16 +139,17 @@ def main(argv=None):
     else:
         runs = train_arms(parser, args, preset)
     machine = machine or describe_machine()
-    summary = derive(runs, preset["max_update"], preset["bleu_levels"], seconds_per_update)
+    summary = derive(runs, preset["max_update"], preset["bleu_levels"], time_per_update)
     command = "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     record = {"command": command}
     if args.rescore:  # the runs' own command stays the record of how they were trained
         record = {"command": recorded["command"], "rescored_with": command}
     write_atomically(os.path.join(args.out, "results.json"), json.dumps(
         {"preset": args.preset, "settings": preset, **record, "machine": machine,
-         "seconds_per_update": seconds_per_update, "runs": runs, "summary": summary}, indent=2))
+         "time_per_update_vs_stock": time_per_update, "time_sources": args.seconds_per_update, "runs": runs,
+         "summary": summary}, indent=2))
     table = (markdown(summary, record, machine, preset["max_update"], preset["bleu_levels"],
-                      timed=seconds_per_update is not None)
+                      timed=time_per_update is not None)
              + equal_update_table(runs, preset.get("validate_interval_updates", 0))
              + equal_token_table(runs, preset.get("validate_interval_updates", 0)))
     write_atomically(os.path.join(args.out, "results.md"), table)

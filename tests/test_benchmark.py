@@ -58,6 +58,14 @@ def test_ratios_by_target_tokens_count_the_larger_batches_of_an_arm():
     assert "budget frontier" not in table  # no budget-matched baseline among the runs
 
 
+def test_arms_timed_in_two_sessions_are_each_relative_to_the_stock_task_timed_beside_them(tmp_path):
+    first, later = tmp_path / "first.json", tmp_path / "later.json"
+    first.write_text(json.dumps({"median_seconds_per_update": {"baseline": 0.5, "keep-all": 0.55}}))
+    later.write_text(json.dumps({"median_seconds_per_update": {"baseline": 0.4, "keep-all": 0.6, "uniform": 0.42}}))
+    relative = benchmark.read_time_per_update(None, [str(first), str(later)])
+    assert relative == pytest.approx({"baseline": 1.0, "keep-all": 1.1, "uniform": 1.05})
+
+
 def test_tokens_between_epoch_ends_are_interpolated():
     arm = run("keep-all", (50, 5.0, 1), (150, 4.0, 2), epochs=[(100, 1000.0), (200, 3000.0)])
     assert [point["target_tokens"] for point in figures.with_tokens(arm)] == [500.0, 2000.0]
@@ -405,5 +413,10 @@ def test_rescore_merges_recorded_benchmarks_and_the_later_file_wins(tmp_path):
     assert [r["arm"] for r in results["runs"]] == ["baseline", "keep-all@0.6", "keep-all-fixed@0.6"]
     assert results["summary"]["keep-all@0.6"]["best_valid_bleu"]["mean"] == 18
     assert results["command"] == "python scripts/benchmark.py old.json ; python scripts/benchmark.py new.json"
+    # The merged file rescored with one of its sources again: each command still named once.
+    merged = str(tmp_path / "out" / "results.json")
+    assert benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "again"), "--rescore", merged, new]) == 0
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert again["command"] == results["command"] and again["machine"] == "m"
     with pytest.raises(SystemExit):
         benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "out"), "--rescore", str(tmp_path / "none.json")])

@@ -142,7 +142,7 @@ def on_frontier(arm):
 def derive(runs, budget, bleu_levels=(), seconds_per_update=None):
     """Every figure of each arm against the stock runs of the same seed, then mean and spread over seeds
     (``summarize``). ``budget``: the preset's updates; ``seconds_per_update``: optional ``{arm: isolated seconds
-    per update}`` (``baseline`` among them), which adds the cost in seconds."""
+    per update, or any figure proportional to it}`` (``baseline`` among them), which adds the cost in seconds."""
     seconds_per_update = seconds_per_update or {}
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline" and run["validations"]}
     matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
