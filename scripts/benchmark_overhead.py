@@ -7,7 +7,8 @@
 Each arm is built in this process exactly as the benchmark trains it (``fairseq_autoassist.benchmark.arms``:
 the preset's recipe and the arm's settings) and trains on the batches of its own iterator: the stock task's, or
 the plugin's under the arm's packing and policy, whose selection (scoring, drawing, batching a chunk), loss
-feedback and background Assistant all run as in training. Blocks of ``--block-updates`` updates, fetching each
+feedback and background Assistant all run as in training, in the epochs after its warm-up (those that select;
+the warm-up epochs train on every pair as ``keep-all`` does). Blocks of ``--block-updates`` updates, fetching each
 batch included, are interleaved (arm 1, arm 2, ..., arm 1, ...) so that machine noise hits all alike; run it
 with nothing else on the machine. It runs under the training runs' allocator settings
 (``recipes.TRAINING_MALLOC_ENV``). Writes the median seconds per update of each arm, its ratio to ``baseline``,
@@ -42,7 +43,11 @@ class TimedArm:
             position = argv.index("--autoassist-loss-log")
             del argv[position : position + 2]
         self.task, self.trainer, self.iterator = build_trainer(argv)
+        # Time the epochs after the warm-up, where the arm's selection runs: most of every run but the shortest.
+        # The plugin keeps one iterator for the whole run: start it there as resuming at that epoch would.
+        self.iterator.epoch = getattr(self.task.cfg, "autoassist_warmup_epochs", 0) + 1
         self.batches = self.iterator.next_epoch_itr(shuffle=True)
+        self.timed_from_epoch = self.iterator.epoch
         self.target_tokens, self.padded_positions, self.updates = 0, 0, 0
 
     def next_sample(self):
@@ -95,6 +100,7 @@ def measure(data, preset_name, arms, seed, block_updates, blocks):
         "ratio_to_baseline": {name: medians[name] / medians["baseline"] for name in medians},
         "target_tokens_per_update": {name: arm.target_tokens / arm.updates for name, arm in timed.items()},
         "padded_positions_per_update": {name: arm.padded_positions / arm.updates for name, arm in timed.items()},
+        "timed_from_epoch": {name: arm.timed_from_epoch for name, arm in timed.items()},
         "cpu": cpu,
     }
 

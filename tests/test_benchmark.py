@@ -328,6 +328,8 @@ def test_the_overhead_benchmark_times_every_arm_on_its_own_batches(prepared_data
     assert list(result["median_seconds_per_update"]) == ["baseline", "keep-all", "learnable", "keep-all-stock-batches"]
     assert all(ratio > 0 for ratio in result["ratio_to_baseline"].values())
     assert result["cpu"]["learnable"]["assistant_updates"] > 0 and result["cpu"]["baseline"] == {}
+    # learnable selects from epoch 2 (after the default warm-up epoch): that regime is the one timed.
+    assert result["timed_from_epoch"] == {"baseline": 1, "keep-all": 2, "learnable": 2, "keep-all-stock-batches": 2}
     assert all(result["target_tokens_per_update"][arm] < result["padded_positions_per_update"][arm]
                for arm in result["median_seconds_per_update"])
     assert result["allocator"] == {key: os.environ.get(key, value) for key, value in TRAINING_MALLOC_ENV.items()}
