@@ -245,6 +245,15 @@ def test_prediction_quality_separates_pairs_never_learned_from_and_restores():
     assert np.isnan(PredictionQuality(3).auc(seen=True))
 
 
+def test_a_kind_of_pair_gone_from_the_recent_batches_has_no_auc_instead_of_a_stale_one():
+    quality = PredictionQuality(4, decay=0.5)
+    quality.add([0, 1], np.array([0.9, 0.1]), np.array([1, 0]))
+    assert quality.auc(seen=False) == 1.0
+    for _ in range(8):  # a pass that only revisits: new pairs fall to 1/256 of the recent ones
+        quality.add([0, 1], np.array([0.9, 0.1]), np.array([1, 0]))
+    assert np.isnan(quality.auc(seen=False)) and quality.auc(seen=True) == 1.0
+
+
 def test_the_assistant_measures_its_predictions_before_learning_from_a_batch():
     features = random_features(num_pairs=500, seed=3)
     losses, informative = planted_losses(features, marker_tokens=np.arange(10, 40))

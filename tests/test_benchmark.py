@@ -185,7 +185,8 @@ def test_the_selection_cpu_share_comes_from_the_last_epoch_of_an_arm_that_logs_i
     selecting = "\n".join([
         TRAIN_LINE.format(epoch=1, wall=10, updates=10, extra=" | aa_cpu_select 1 | aa_cpu_process 100"),
         TRAIN_LINE.format(epoch=2, wall=20, updates=20,
-                          extra=" | aa_kept 0.7 | aa_cpu_select 2 | aa_cpu_process 400 | aa_cpu_assistant 6"),
+                          extra=" | aa_kept 0.7 | aa_cpu_select 2 | aa_cpu_process 400 | aa_cpu_assistant 6"
+                                " | aa_auc_new 0.8 | aa_own_share 0.25"),
         VALID_LINE.format(epoch=2, loss=4.0, bleu=20.0, updates=20),
     ])
     baseline = "\n".join([TRAIN_LINE.format(epoch=1, wall=30, updates=20, extra=""),
@@ -196,6 +197,27 @@ def test_the_selection_cpu_share_comes_from_the_last_epoch_of_an_arm_that_logs_i
     assert summary["assistant"]["selection_cpu_share"]["mean"] == pytest.approx(8 / 400)
     assert "selection_cpu_share" not in summary["baseline"]
     assert "| assistant | 0.0200 |" in report.markdown(summary, {"command": "cmd"}, "machine", 20)
+
+
+def test_who_decides_is_averaged_over_the_epochs_that_consulted_the_assistant():
+    # Epoch 1 is the warm-up: the log shows nan there (no decision), so its AUC is left out too.
+    text = "\n".join([
+        TRAIN_LINE.format(epoch=1, wall=10, updates=10, extra=" | aa_auc_new 0.5 | aa_own_share nan"),
+        TRAIN_LINE.format(epoch=2, wall=20, updates=20, extra=" | aa_kept 0.7 | aa_auc_new 0.8 | aa_own_share 0.2"
+                                                                    " | aa_auc_seen 0.6"),
+        TRAIN_LINE.format(epoch=3, wall=30, updates=30, extra=" | aa_kept 0.7 | aa_auc_new 0.9 | aa_own_share 0.6"),
+        VALID_LINE.format(epoch=3, loss=4.0, bleu=20.0, updates=30),
+    ])
+    baseline = "\n".join([TRAIN_LINE.format(epoch=1, wall=30, updates=30, extra=""),
+                          VALID_LINE.format(epoch=1, loss=4.0, bleu=20.0, updates=30)])
+    runs = [{"arm": arm, "seed": 1, "epochs": logs.parse_epochs(log), "validations": logs.parse_validations(log),
+             "test_bleu": 1.0} for arm, log in (("baseline", baseline), ("learnable", text))]
+    summary = figures.derive(runs, budget=30)
+    assert summary["learnable"]["own_loss_share"]["mean"] == pytest.approx(0.4)
+    assert summary["learnable"]["assistant_auc_new"]["mean"] == pytest.approx(0.85)
+    assert "own_loss_share" not in summary["baseline"]
+    assert summary["learnable"]["assistant_auc_seen"]["mean"] == pytest.approx(0.6)
+    assert "| learnable | 0.40 | 0.85 | 0.60 |" in report.markdown(summary, {"command": "cmd"}, "machine", 30)
 
 
 def test_every_validation_is_checkpointed_so_the_best_one_has_its_checkpoint(tmp_path):

@@ -14,6 +14,9 @@ import torch
 from ..compat import checkpointed_array
 
 BINS = 64
+# A kind of pair (new or seen) under this share of the recent pairs has no AUC: decay shrinks old counts but keeps
+# their ratios, so without it the figure of a pass that had new pairs would be repeated through the passes after.
+MIN_RECENT_SHARE = 0.01
 
 
 def binned_auc(negatives, positives):
@@ -41,7 +44,10 @@ class PredictionQuality:
         self.seen[ids] = True
 
     def auc(self, seen):
-        """The windowed AUC on pairs learned from before (``seen``) or never (not ``seen``)."""
+        """The windowed AUC on pairs learned from before (``seen``) or never (not ``seen``); NaN while that kind
+        is under ``MIN_RECENT_SHARE`` of the recent pairs."""
+        if self.counts[int(seen)].sum() < MIN_RECENT_SHARE * self.counts.sum():
+            return float("nan")
         negatives, positives = self.counts[int(seen)]
         return binned_auc(negatives, positives)
 

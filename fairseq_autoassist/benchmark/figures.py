@@ -224,6 +224,14 @@ def run_figures(run, base, budget, bleu_levels, seconds_per_update):
     epochs = run.get("epochs", [])
     if epochs and epochs[-1].get("selection_cpu_share") is not None:
         figures["selection_cpu_share"] = epochs[-1]["selection_cpu_share"]
+    # The share is logged (not NaN) only in epochs where a rule consulted the Assistant: not in a warm-up epoch.
+    consulted = [row for row in epochs if row.get("own_loss_share") is not None]
+    if consulted:
+        figures["own_loss_share"] = statistics.mean(row["own_loss_share"] for row in consulted)
+        for key in ("assistant_auc_new", "assistant_auc_seen"):
+            aucs = [row[key] for row in consulted if row.get(key) is not None]
+            if aucs:
+                figures[key] = statistics.mean(aucs)
     selecting = [row for row in epochs[1:] if row.get("kept_share_noisy") is not None]
     if selecting:
         # After the first epoch, which trains on every pair in every preset.

@@ -102,6 +102,16 @@ def markdown(summary, record, machine, budget, bleu_levels=(), timed=False):
                   "", "| arm | corrupted pairs kept | clean pairs kept |", "|---|---|---|"]
         lines += [_row(arm, [cell(summary[arm]["kept_share_noisy"]), cell(summary[arm]["kept_share_clean"])])
                   for arm in noisy]
+    deciding = [arm for arm in arms if "own_loss_share" in summary[arm]]
+    if deciding:
+        lines += ["", "Who decides, in the epochs where a rule consults the Assistant (mean over them): the share of pairs "
+                  "decided by their own latest loss (the rest by the Assistant's prediction), and the Assistant's AUC, "
+                  "before it learns from a batch, against the label the Boss's losses then give, on pairs it never "
+                  "learned from and on pairs it learned from in an earlier pass (a pass visits each pair once):", "",
+                  "| arm | decided by their own loss | AUC on pairs never learned from | AUC on pairs from earlier passes |",
+                  "|---|---|---|---|"]
+        lines += [_row(arm, [cell(summary[arm].get(key)) for key in ("own_loss_share", "assistant_auc_new",
+                                                                     "assistant_auc_seen")]) for arm in deciding]
     measured = [arm for arm in arms if "selection_cpu_share" in summary[arm]]
     if measured:
         lines += ["", "CPU seconds spent choosing pairs and in the Assistant's thread, as a share of the training "
