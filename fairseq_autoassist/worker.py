@@ -58,6 +58,9 @@ class SyncAssistantWorker:
     def drain(self):
         pass
 
+    def close(self):
+        """Nothing runs beside training; here so that tools may close either worker alike."""
+
     def stats(self):
         # Plain scalar reads without the update lock: a stalled update must not block logging.
         a = self.assistant
@@ -113,7 +116,7 @@ class AsyncAssistantWorker(SyncAssistantWorker):
             self._cond.notify()
             stalled = self._drops_since_progress > STALL_DROPS * self._queue_size
         if stalled:
-            self.mark_failed("stalled")
+            self._mark_failed("stalled")
 
     def _run(self):
         try:
@@ -133,9 +136,9 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                     self._cond.notify_all()
         except Exception:
             logger.exception("AutoAssist: the Assistant worker failed")
-            self.mark_failed("failed")
+            self._mark_failed("failed")
 
-    def mark_failed(self, reason):
+    def _mark_failed(self, reason):
         with self._cond:
             self.healthy = False
             self._busy = False

@@ -30,6 +30,13 @@ def test_async_worker_learns_like_the_sync_one():
         background.close()
 
 
+def test_the_two_workers_offer_the_same_methods():
+    # Callers (the runtime, scripts/benchmark_overhead.py) hold either one; a method only one has breaks the other.
+    public = [{name for name in dir(worker) if not name.startswith("_")}
+              for worker in (AsyncAssistantWorker, SyncAssistantWorker)]
+    assert public[0] == public[1]
+
+
 def test_full_queue_drops_the_oldest_feedback_and_counts_it():
     features = random_features(num_pairs=200)
     assistant = Assistant(features)
