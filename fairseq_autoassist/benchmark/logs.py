@@ -36,7 +36,8 @@ def parse_epochs(log_text):
                           wpb=fields.get("wpb"), kept=fields.get("aa_kept", 1.0),
                           kept_noisy=fields.get("aa_kept_noisy"), kept_clean=fields.get("aa_kept_clean"),
                           assistant_accuracy=fields.get("aa_acc"), auc_new=fields.get("aa_auc_new"),
-                          auc_seen=fields.get("aa_auc_seen"),                          own_share=fields.get("aa_own_share"), cpu_share=selection_cpu_share(fields))
+                          auc_seen=fields.get("aa_auc_seen"), own_share=fields.get("aa_own_share"),
+                          cpu_share=selection_cpu_share(fields))
         else:
             record.update(valid_loss=fields.get("loss"), valid_bleu=fields.get("bleu"))
     rows, time, tokens, previous_updates = [], 0.0, 0.0, 0.0
@@ -53,7 +54,8 @@ def parse_epochs(log_text):
                          valid_bleu=record.get("valid_bleu"), kept_share=record["kept"],
                          kept_share_noisy=record["kept_noisy"], kept_share_clean=record["kept_clean"],
                          assistant_accuracy=record["assistant_accuracy"], assistant_auc_new=record["auc_new"],
-                         assistant_auc_seen=record["auc_seen"],                         own_loss_share=record["own_share"], selection_cpu_share=record["cpu_share"]))
+                         assistant_auc_seen=record["auc_seen"], own_loss_share=record["own_share"],
+                         selection_cpu_share=record["cpu_share"]))
     return rows
 
 
