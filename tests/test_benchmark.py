@@ -300,6 +300,25 @@ def test_smoke_preset_runs_every_arm_and_writes_every_output(smoke_run):
 
 
 @pytest.mark.slow
+def test_the_bleu_breakdown_reads_every_scored_run_of_a_benchmark(smoke_run, tmp_path):
+    out, _ = smoke_run
+    run_script("scripts/bleu_breakdown.py", "--data", str(out / "data-bin"), "--bench", str(out),
+               "--out", str(tmp_path))
+    with open(tmp_path / "bleu_breakdown_test.json") as f:
+        breakdown = json.load(f)
+    with open(out / "results.json") as f:
+        scored = {run["arm"]: run["test_bleu"] for run in json.load(f)["runs"]}
+    # Every run the benchmark scored, with the same sacreBLEU from the same hypotheses (the smoke preset's BLEU is
+    # about 0, so the length ratio of the benchmark's own score tells more).
+    assert {arm: figures["bleu"] for arm, figures in breakdown["arms"].items()} == pytest.approx(scored, abs=0.01)
+    for run in breakdown["runs"]:
+        with open(out / "runs" / f"{run['arm']}-seed1" / "bleu_test.json") as f:
+            detail = json.load(f)["bleu_detail"]
+        assert f"ratio = {run['length_ratio']:.3f}" in detail
+    assert "| `assistant` | 1 |" in (tmp_path / "bleu_breakdown_test.md").read_text()
+
+
+@pytest.mark.slow
 def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(smoke_run, tmp_path):
     import shutil
     import signal

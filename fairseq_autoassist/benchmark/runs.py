@@ -97,6 +97,11 @@ def read_run(arm, seed, run_dir):
 
 def finished_runs(out):
     """Every finished run in OUT/runs (its test BLEU written), whatever command ran it, by seed and arm."""
+    return [read_run(arm, seed, run_dir) for seed, arm, run_dir in finished_run_dirs(out)]
+
+
+def finished_run_dirs(out):
+    """(seed, arm, folder) of every finished run in OUT/runs, by seed and then in table order."""
     found = []
     for name in sorted(os.listdir(os.path.join(out, "runs"))):
         match = re.fullmatch(r"(.+)-seed(\d+)", name)
@@ -109,7 +114,7 @@ def finished_runs(out):
                 continue
             found.append((int(match.group(2)), match.group(1), run_dir))
     order = {arm: i for i, arm in enumerate(in_table_order(arm for _, arm, _ in found))}
-    return [read_run(arm, seed, run_dir) for seed, arm, run_dir in sorted(found, key=lambda f: (f[0], order[f[1]]))]
+    return sorted(found, key=lambda f: (f[0], order[f[1]]))
 
 
 def smoke_data(out):
