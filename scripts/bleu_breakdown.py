@@ -25,6 +25,7 @@ import sys
 import numpy as np
 
 from fairseq_autoassist.benchmark.arms import in_table_order
+from fairseq_autoassist.benchmark.report import bucket_labels
 from fairseq_autoassist.benchmark.runs import finished_run_dirs
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.raw_corpus import PreparationError, exit_code
@@ -62,15 +63,6 @@ def length_edges_of(references):
     return tuple(int(edge) for edge in np.quantile(lengths, [1 / 3, 2 / 3], method="lower"))
 
 
-def length_labels(edges):
-    """Bucket names for upper ends ``edges``: ``<= a``, ``a+1-b``, ..., ``> z``."""
-    labels, low = [], None
-    for edge in edges:
-        labels.append(f"<= {edge}" if low is None else f"{low + 1}-{edge}")
-        low = edge
-    return labels + [f"> {low}"]
-
-
 def frequency_labels(edges):
     labels, low = [], 0
     for edge in edges:
@@ -95,7 +87,7 @@ def breakdown(hypotheses, references, band_of, length_edges, frequency_edges):
     reference_tokens = [tokenize(reference) for reference in references]
     bucket = np.searchsorted(length_edges, [len(tokens) for tokens in reference_tokens], side="left")
     by_length = {}
-    for index, label in enumerate(length_labels(length_edges)):
+    for index, label in enumerate(bucket_labels(length_edges)):
         members = np.flatnonzero(bucket == index)
         by_length[label] = (round(corpus_bleu([hypotheses[i] for i in members], [references[i] for i in members]).score,
                                   2) if len(members) else None)
@@ -171,7 +163,7 @@ def markdown(split, per_arm, length_edges, frequency_edges):
     def fmt(value, digits):
         return "-" if value is None else f"{value:.{digits}f}"
 
-    lengths, bands = length_labels(length_edges), frequency_labels(frequency_edges)
+    lengths, bands = bucket_labels(length_edges), frequency_labels(frequency_edges)
     lines = [f"# Where the BLEU comes from: split `{split}` (mean over each arm's seeds)", "",
              "| arm | seeds | BLEU | 1- / 2- / 3- / 4-gram precision | brevity penalty (length ratio) | BLEU by "
              f"reference length in tokens: {' / '.join(lengths)} | recall of reference tokens by training frequency "

@@ -319,6 +319,27 @@ def test_the_bleu_breakdown_reads_every_scored_run_of_a_benchmark(smoke_run, tmp
 
 
 @pytest.mark.slow
+def test_the_skipped_pairs_report_reads_the_loss_band_of_a_learnable_run(smoke_run, tmp_path):
+    out, _ = smoke_run
+    run_script("scripts/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
+               str(out / "runs" / "learnable-seed1" / "checkpoint_last.pt"), "--out", str(tmp_path))
+    with open(tmp_path / "skipped_pairs.json") as f:
+        [run] = json.load(f)["runs"]
+    with open(out / "results.json") as f:
+        last_epoch = next(r for r in json.load(f)["runs"] if r["arm"] == "learnable")["epochs"][-1]
+    # Every pair seen; the upper band (the running 0.8 quantile) skips some of them, all as unlearnable (the
+    # preset's lower quantile is 0), and the run did drop pairs.
+    assert run["not_seen"] == 0 and 0 < run["skipped"] < 0.6
+    assert run["skipped_as_unlearnable"] == run["skipped"] and last_epoch["kept_share"] < 1
+    buckets = run["by"]["target length"].values()
+    assert sum(row["pairs"] for row in buckets) == sum(row["pairs"] for row in run["by"]["source / target length"].values())
+    refused = run_script("scripts/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
+                         str(out / "runs" / "keep-all-seed1" / "checkpoint_last.pt"), "--out", str(tmp_path),
+                         check=False)
+    assert refused.returncode == 2 and "--autoassist-policy keep-all" in refused.stdout
+
+
+@pytest.mark.slow
 def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(smoke_run, tmp_path):
     import shutil
     import signal

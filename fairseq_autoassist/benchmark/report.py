@@ -35,6 +35,20 @@ def cell(stat, digits=2, unreached="not reached"):
     return text
 
 
+def bucket_labels(edges, unit=""):
+    """Names of the buckets ``np.searchsorted(edges, values, side="left")`` numbers (upper ends inclusive):
+    ``<= a``, then ``a+1-b`` between whole-number edges (``a-b`` otherwise), ..., ``> z``."""
+    labels, low = [], None
+    for edge in edges:
+        if low is None:
+            labels.append(f"<= {edge}{unit}")
+        else:
+            start = low + 1 if float(low).is_integer() and float(edge).is_integer() else low
+            labels.append(f"{start}-{edge}{unit}")
+        low = edge
+    return labels + [f"> {low}{unit}"]
+
+
 def _row(arm, cells):
     return f"| {arm} | " + " | ".join(cells) + " |"
 

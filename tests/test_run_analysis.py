@@ -1,11 +1,13 @@
-"""scripts/bleu_breakdown.py: BLEU by reference length and recall by training frequency, on hand-made sentences."""
+"""The scripts that explain a benchmark's runs, on hand-made inputs: scripts/bleu_breakdown.py (BLEU by reference
+length, recall by training frequency) and scripts/skipped_pairs_report.py (which pairs a loss-band rule skips)."""
 
 import json
 
+import numpy as np
 import pytest
 
 from fairseq_autoassist.raw_corpus import PreparationError
-from scripts import bleu_breakdown
+from scripts import bleu_breakdown, skipped_pairs_report
 
 REFERENCES = ["the cat sat .", "a dog ran .", "the quick brown fox jumps over the lazy dog ."]
 
@@ -27,7 +29,8 @@ def test_bleu_is_split_by_reference_length_and_recall_by_training_frequency():
 def test_length_edges_default_to_the_references_terciles():
     references = ["a"] * 3 + ["a b c"] * 3 + ["a b c d e f"] * 3
     assert bleu_breakdown.length_edges_of(references) == (1, 3)
-    assert bleu_breakdown.length_labels((1, 3)) == ["<= 1", "2-3", "> 3"]
+    assert bleu_breakdown.bucket_labels((1, 3)) == ["<= 1", "2-3", "> 3"]
+    assert bleu_breakdown.bucket_labels((0.7, 1.4)) == ["<= 0.7", "0.7-1.4", "> 1.4"]
 
 
 def test_each_arm_is_the_mean_of_its_seeds_and_empty_buckets_stay_empty():
@@ -52,3 +55,18 @@ def test_a_benchmark_folder_without_scored_runs_is_refused_with_the_flag_to_fix(
     found = bleu_breakdown.finished_hypotheses(str(tmp_path), "test", ())
     # The hypotheses are read beside the result, wherever the run was when it wrote them.
     assert found == [("keep-all", 1, str(run_dir / "bleu_test.hyp.txt"))]
+
+
+def test_skipped_shares_are_counted_per_bucket_and_per_side():
+    labels = np.array([1.0, 0.0, 0.0, np.nan, 1.0, 0.0])
+    side = np.array([np.nan, 0.0, 1.0, np.nan, np.nan, 1.0])
+    bucket = np.array([0, 0, 0, 0, 1, 1])
+    [rows] = skipped_pairs_report.skipped_shares(labels, side, {"length": (["short", "long"], bucket)}).values()
+    # The pair not yet seen (nan) counts as not skipped.
+    assert rows["short"] == {"pairs": 4, "skipped": 0.5, "skipped_as_learned": 0.25, "skipped_as_unlearnable": 0.25}
+    assert rows["long"] == {"pairs": 2, "skipped": 0.5, "skipped_as_learned": 0.0, "skipped_as_unlearnable": 0.5}
+
+
+def test_a_pair_has_a_sibling_when_another_pair_has_its_target_sentence():
+    targets = [(5, 6), (7,), (5, 6), (6, 5)]
+    assert skipped_pairs_report.has_sibling(targets).tolist() == [True, False, True, False]
