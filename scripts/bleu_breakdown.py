@@ -101,8 +101,9 @@ def breakdown(hypotheses, references, band_of, length_edges, frequency_edges):
             matched[band] += min(count, produced[token])
     recall = {label: (round(float(matched[i] / total[i]), 3) if total[i] else None)
               for i, label in enumerate(frequency_labels(frequency_edges))}
-    return {"bleu": round(whole.score, 2), "bleu_signature": str(metric.get_signature()), "precisions": [round(p, 1) for p in whole.precisions],
-            "brevity_penalty": round(whole.bp, 3), "length_ratio": round(whole.sys_len / max(whole.ref_len, 1), 3),
+    return {"bleu": round(whole.score, 2), "bleu_signature": str(metric.get_signature()),
+            "precisions": [round(p, 1) for p in whole.precisions], "brevity_penalty": round(whole.bp, 3),
+            "length_ratio": round(whole.sys_len / max(whole.ref_len, 1), 3),
             "bleu_by_reference_length": by_length, "recall_by_training_frequency": recall}
 
 

@@ -132,13 +132,13 @@ def report(data, checkpoints, out, length_edges=LENGTH_EDGES, ratio_edges=RATIO_
         if not os.path.isfile(checkpoint):
             raise PreparationError(f"--checkpoints {checkpoint} does not exist")
         policy, labels, side = rule_labels(checkpoint, len(target_sizes))
-        skipped = labels == 0
+        skipped, kept = labels == 0, labels == 1
         runs.append({"checkpoint": checkpoint, "policy": policy, "skipped": float(np.mean(skipped)),
-                     "skipped_as_learned": float(np.mean(side == 0)), "skipped_as_unlearnable": float(np.mean(side == 1)),
+                     "skipped_as_learned": float(np.mean(side == 0)),
+                     "skipped_as_unlearnable": float(np.mean(side == 1)),
                      "not_seen": float(np.mean(np.isnan(labels))),
                      "mean_target_length_skipped": float(target_sizes[skipped].mean()) if skipped.any() else float("nan"),
-                     "mean_target_length_kept": float(target_sizes[labels == 1].mean()) if (labels == 1).any()
-                     else float("nan"),
+                     "mean_target_length_kept": float(target_sizes[kept].mean()) if kept.any() else float("nan"),
                      "by": skipped_shares(labels, side, groups)})
     record = {"data": os.path.abspath(data), "length_edges": list(length_edges), "ratio_edges": list(ratio_edges),
               "runs": runs}
