@@ -152,6 +152,23 @@ def test_an_arm_is_placed_on_a_frontier_concave_in_the_cost():
         "0.87 (1/3 seeds; 1 no saving, 1 beyond the full baseline)"
 
 
+def test_further_test_sets_place_an_arm_on_their_own_frontier():
+    def scored(arm_run, news):
+        return dict(arm_run, other_test_bleu={"news": news})
+
+    runs = [scored(run("baseline", (400, 3.8, 30), test_bleu=40), 12.0),
+            scored(run("baseline-cosine-0.6", (240, 4.2, 24), test_bleu=36), 10.0),
+            scored(run("baseline-cosine-0.8", (320, 4.0, 28), test_bleu=38), 11.0),
+            # In domain halfway from the 0.6 to the 0.8 baseline; on the further test set at the 0.8 one's.
+            scored(run("assistant@0.6", (240, 4.1, 26), test_bleu=37), 11.0)]
+    assistant = figures.derive(runs, budget=400)["assistant@0.6"]
+    assert assistant["frontier_updates_test_bleu"]["mean"] == pytest.approx(240 / (240 * 320) ** 0.5)
+    assert assistant["frontier_updates_test_bleu_news"]["mean"] == pytest.approx(240 / 320)
+    table = report.markdown(figures.derive(runs, budget=400), {"command": "cmd"}, "machine", 400)
+    assert "by test bleu: target tokens | by test bleu news: updates |" in table
+    assert "| 0.75 | 0.75 |\n" in table
+
+
 def test_a_baseline_without_a_test_bleu_gives_no_test_bleu_frontier():
     runs = [run("baseline", (400, 3.8, 30), test_bleu=40), run("baseline-cosine-0.6", (240, 4.2, 24)),
             run("assistant@0.6", (240, 4.1, 26), test_bleu=39)]

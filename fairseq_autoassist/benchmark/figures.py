@@ -48,6 +48,17 @@ MEASURES = {
 }
 
 
+def measures(runs):
+    """MEASURES, and the test BLEU of each further test set the runs were scored on (``other_test_bleu``, such as
+    another domain's: a second opinion on a saving), as ``test_bleu_NAME``."""
+    names = sorted({name for run in runs for name in run.get("other_test_bleu") or {}})
+    return {**MEASURES, **{f"test_bleu_{name}": _other_test_bleu(name) for name in names}}
+
+
+def _other_test_bleu(name):
+    return lambda run: (run.get("other_test_bleu") or {}).get(name)
+
+
 def with_validations(run):
     """``run`` with its validations; a run recorded before they were (validated at epoch ends only) gets its
     epoch ends'."""
@@ -147,10 +158,11 @@ def derive(runs, budget, bleu_levels=(), seconds_per_update=None):
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline" and run["validations"]}
     matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
                if budget_matched(run["arm"]) and run["validations"]}
+    scores = measures(runs)
     frontiers = {}
     for seed, base in baselines.items():
         stock = [base] + [run for (run_seed, _), run in matched.items() if run_seed == seed]
-        for measure, score in MEASURES.items():
+        for measure, score in scores.items():
             for cost in COSTS:
                 frontiers[(seed, measure, cost)] = budget_frontier(stock, score, cost)
     per_arm = {}
@@ -161,16 +173,17 @@ def derive(runs, budget, bleu_levels=(), seconds_per_update=None):
         figures = run_figures(run, base, budget, bleu_levels, seconds_per_update)
         figures.update(budget_comparisons(run, base, matched, budget))
         if not on_frontier(run["arm"]):
-            figures.update(frontier_figures(run, frontiers, figures.get("seconds_per_update_ratio")))
+            figures.update(frontier_figures(run, frontiers, figures.get("seconds_per_update_ratio"), scores))
         per_arm.setdefault(run["arm"], []).append(figures)
     return summarize(per_arm)
 
 
-def frontier_figures(run, frontiers, seconds_per_update_ratio):
-    """``run`` on its seed's budget frontiers, per measure and cost (``frontier_ratio``), and in seconds (the
-    update figure times the arm's isolated seconds per update over the stock task's) when that ratio is known."""
+def frontier_figures(run, frontiers, seconds_per_update_ratio, scores):
+    """``run`` on its seed's budget frontiers, per measure of ``scores`` and cost (``frontier_ratio``), and in
+    seconds (the update figure times the arm's isolated seconds per update over the stock task's) when that ratio
+    is known."""
     figures = {}
-    for measure, score in MEASURES.items():
+    for measure, score in scores.items():
         value = score(run)
         for cost in COSTS:
             frontier = frontiers[(run["seed"], measure, cost)]

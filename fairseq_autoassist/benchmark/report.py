@@ -73,11 +73,16 @@ def main_table(summary, timed):
 
 
 def frontier_table(summary, timed):
-    """Each arm on the budget frontier of the stock baselines, by each measure and cost."""
+    """Each arm on the budget frontier of the stock baselines, by each measure and cost (MEASURES first, then
+    the further test sets' BLEU that the summary holds)."""
     costs = COSTS + (("seconds",) if timed else ())
-    header = [f"by {measure.replace('_', ' ')}: {cost.replace('_', ' ')}" for measure in MEASURES for cost in costs]
+    prefix = f"frontier_{COSTS[0]}_"
+    further = sorted({key[len(prefix):] for figures in summary.values() for key in figures
+                      if key.startswith(prefix) and key[len(prefix):] not in MEASURES})
+    shown = [*MEASURES, *further]
+    header = [f"by {measure.replace('_', ' ')}: {cost.replace('_', ' ')}" for measure in shown for cost in costs]
     rows = [_row(arm, [cell(summary[arm].get(f"frontier_{cost}_{measure}"), unreached="no saving")
-                       for measure in MEASURES for cost in costs])
+                       for measure in shown for cost in costs])
             for arm in in_table_order(summary) if any(key.startswith("frontier_") for key in summary[arm])]
     return [_row("arm", header), "|---" * (len(header) + 1) + "|", *rows] if rows else []
 
