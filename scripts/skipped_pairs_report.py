@@ -14,7 +14,6 @@ what a rule trades for can be told from what it is meant to find. Writes ``skipp
 """
 
 import argparse
-import collections
 import logging
 import os
 import sys
@@ -53,10 +52,10 @@ def skipped_shares(labels, skipped_side, groups):
     return tables
 
 
-def has_sibling(target_sentences):
-    """Whether another pair has the same target sentence (each a tuple of token ids)."""
-    counts = collections.Counter(target_sentences)
-    return np.array([counts[sentence] > 1 for sentence in target_sentences])
+def has_sibling(sentence_hashes):
+    """Whether another pair has the same target sentence (``CorpusSide.sentence_hashes`` of the target side)."""
+    _, inverse, counts = np.unique(sentence_hashes, return_inverse=True, return_counts=True)
+    return counts[inverse] > 1
 
 
 def rule_labels(checkpoint_path, num_pairs):
@@ -82,24 +81,15 @@ def rule_labels(checkpoint_path, num_pairs):
 
 
 def training_pairs(data):
-    """Source and target lengths in pieces and each target sentence's token ids, of the training split."""
-    from fairseq.data import Dictionary, data_utils
+    """The training split's two sides (``fairseq_autoassist.assistant.PairFeatures``, which keeps the memory-mapped
+    data open while their lengths are read)."""
+    from fairseq_autoassist.data.iterator import load_pair_features
 
     try:
         info = require_prepared(data)
+        return load_pair_features(data, info["source"], info["target"])
     except AutoAssistConfigError as error:
         raise PreparationError(str(error)) from error
-    sides = {}
-    for lang in (info["source"], info["target"]):
-        path = os.path.join(data, f"train.{info['source']}-{info['target']}.{lang}")
-        dataset = data_utils.load_indexed_dataset(path, Dictionary.load(os.path.join(data, f"dict.{lang}.txt")))
-        if dataset is None:
-            raise PreparationError(f"{path}.bin is missing; prepare {data} with scripts/prepare_*.py")
-        sides[lang] = dataset
-    target = sides[info["target"]]
-    # Copies: the sizes are views of the index's memory map, which goes with the dataset.
-    return (np.array(sides[info["source"]].sizes, dtype=np.int64), np.array(target.sizes, dtype=np.int64),
-            [tuple(target[i].tolist()) for i in range(len(target))])
 
 
 def markdown(runs):
@@ -119,14 +109,15 @@ def markdown(runs):
 
 
 def report(data, checkpoints, out, length_edges=LENGTH_EDGES, ratio_edges=RATIO_EDGES):
-    source_sizes, target_sizes, target_sentences = training_pairs(data)
-    ratio = source_sizes / np.maximum(target_sizes, 1)
+    pairs = training_pairs(data)
+    target_sizes = pairs.target.lengths
+    ratio = pairs.source.lengths / target_sizes
     length_names = bucket_labels(length_edges, " pieces")
     ratio_names = bucket_labels(ratio_edges)
     groups = {"target length": (length_names, np.searchsorted(length_edges, target_sizes, side="left")),
               "source / target length": (ratio_names, np.searchsorted(ratio_edges, ratio, side="left")),
               "another translation of the target sentence": (["none", "at least one"],
-                                                             has_sibling(target_sentences).astype(np.int64))}
+                                                             has_sibling(pairs.target.sentence_hashes()).astype(np.int64))}
     runs = []
     for checkpoint in checkpoints:
         if not os.path.isfile(checkpoint):

@@ -68,5 +68,7 @@ def test_skipped_shares_are_counted_per_bucket_and_per_side():
 
 
 def test_a_pair_has_a_sibling_when_another_pair_has_its_target_sentence():
-    targets = [(5, 6), (7,), (5, 6), (6, 5)]
-    assert skipped_pairs_report.has_sibling(targets).tolist() == [True, False, True, False]
+    from fairseq_autoassist.assistant import CorpusSide
+
+    targets = CorpusSide(np.array([5, 6, 7, 5, 6, 6, 5]), np.array([0, 2, 3, 5, 7]))  # (5 6) (7) (5 6) (6 5)
+    assert skipped_pairs_report.has_sibling(targets.sentence_hashes()).tolist() == [True, False, True, False]
