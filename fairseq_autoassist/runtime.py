@@ -108,6 +108,7 @@ class AutoAssistRuntime:
             build(SelectionSchedule, cfg, max_epoch=max_epoch or 0, max_update=max_update or 0),
             seed=seed, worker=self.worker, loss_table=self.loss_table,
             difficulty=difficulty_shares(features.source_rarity()) if self.policy.needs_difficulty else None,
+            length_shares=difficulty_shares(target_sizes) if self.policy.needs_length_shares else None,
         )
         flagged = None
         if self.runtime_options.noise_ids:

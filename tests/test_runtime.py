@@ -50,6 +50,14 @@ def test_the_competence_policy_ranks_every_pair_by_its_source_rarity():
     assert runtime.worker is None and runtime.selector.difficulty[rarest] == 1.0
 
 
+def test_the_skip_longest_policy_ranks_every_pair_by_its_target_length():
+    runtime = make_runtime("skip-longest")
+    sizes = random_features(num_pairs=NUM_PAIRS, seed=5).target.lengths
+    shares = runtime.selector.length_shares
+    assert runtime.worker is None and shares.max() == 1.0 and len(np.unique(sizes)) > 1
+    assert np.all(np.diff(sizes[np.argsort(shares)]) >= 0)  # longer targets, higher shares
+
+
 def test_weights_only_for_a_weighting_policy_and_scaled_per_batch():
     rng = np.random.default_rng(0)
     plain, weighted = make_runtime("uniform"), make_runtime("uniform", autoassist_importance_weighting=True)

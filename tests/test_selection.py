@@ -22,6 +22,7 @@ from fairseq_autoassist.selection import (
     draw_keep_mask,
     importance_weights,
     infobatch_keep_probabilities,
+    longest_keep_probabilities,
     loss_percentile_keep_probabilities,
     SharedByNearDuplicates,
     selection_corrected_quantile,
@@ -54,7 +55,7 @@ def _selector_of_every_rule(policy, floor):
             table.submit(np.arange(50), np.linspace(0.1, 9.0, 50))
     return Selector(options, SelectionSchedule(warmup_epochs=0, max_update=100), seed=1,
                     worker=_Worker(_ConstantAssistant(0.0, 1.0)), loss_table=table,
-                    difficulty=difficulty_shares(np.arange(100.0)))
+                    difficulty=difficulty_shares(np.arange(100.0)), length_shares=difficulty_shares(np.arange(100.0)))
 
 
 @pytest.mark.parametrize("policy", [p for p in POLICIES.values() if p.keep is not None], ids=lambda p: p.name)
@@ -399,12 +400,25 @@ def test_the_competence_rule_keeps_the_easiest_pairs_within_the_competence():
     # At 3/4 of the way to full competence (start 0.01) 86.6% of the pairs, easiest first, are open.
     selector = Selector(SelectionOptions(policy="competence", competence_full_at=0.5),
                         SelectionSchedule(warmup_epochs=0, max_update=1000), seed=1,
-                        difficulty=difficulty_shares(np.arange(100.0)))
+                        difficulty=difficulty_shares(np.arange(100.0)), length_shares=difficulty_shares(np.arange(100.0)))
     selector.num_updates = 375
     keep = selector.keep_probabilities(np.arange(100), epoch=1)
     assert np.all(keep[:86] == 1.0) and np.all(keep[86:] == 0.05)
     with pytest.raises(ValueError, match="difficulty"):
         Selector(SelectionOptions(policy="competence"), SelectionSchedule(warmup_epochs=0), seed=1)
+
+
+def test_the_longest_pairs_by_target_length_are_kept_with_the_base_probability():
+    shares = difficulty_shares(np.array([12, 3, 30, 7, 9]))
+    np.testing.assert_allclose(longest_keep_probabilities(shares, 0.4, 0.1), [0.1, 1.0, 0.1, 1.0, 1.0])
+    np.testing.assert_allclose(longest_keep_probabilities(shares, 0.0, 0.1), np.ones(5))
+    selector = Selector(SelectionOptions(policy="skip-longest", base_prob=0.1), SelectionSchedule(warmup_epochs=1),
+                        seed=1, length_shares=difficulty_shares(np.arange(100)))
+    assert selector.keep_probabilities(np.arange(100), epoch=1) is None  # the warm-up pass keeps every pair
+    keep = selector.keep_probabilities(np.arange(100), epoch=2)
+    assert np.all(keep[:80] == 1.0) and np.all(keep[80:] == 0.1)
+    with pytest.raises(ValueError, match="target length"):
+        Selector(SelectionOptions(policy="skip-longest"), SelectionSchedule(warmup_epochs=0), seed=1)
 
 
 def test_the_selector_counts_which_pairs_their_own_loss_decided_and_which_the_assistant():

@@ -42,6 +42,8 @@ ARMS = {
     "competence": {"policy": "competence"},
     "learnable": {"policy": "learnable", "extra": ["--autoassist-base-prob", "0.1"]},
     "uniform-0.85": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "0.85"]},
+    # learnable's share and floor, by target length instead of loss: whether its saving is its length bias.
+    "skip-longest": {"policy": "skip-longest", "extra": ["--autoassist-base-prob", "0.1"]},
     # learnable's label, predicted for every pair by an Assistant that also sees how each pair's sides relate (under
     # learnable itself a pair's own loss decides once seen, so the pair features would change nothing).
     "predicted-learnable-pairs": {"policy": "predicted-learnable",
@@ -101,7 +103,7 @@ PRESETS = {
                     arms=["baseline", "baseline-cosine-0.6", "baseline-cosine-0.8", "baseline-cosine-0.5",
                           "baseline-cosine-0.4", "keep-all@0.7", "near-duplicates@0.7", "uniform@0.7",
                           "assistant@0.7", "assistant-no-warmup@0.7", "learnable@0.7",
-                          "loss-percentile-0.7@0.7", "uniform-0.85@0.7", "progress@0.7"]),
+                          "loss-percentile-0.7@0.7", "uniform-0.85@0.7", "progress@0.7", "skip-longest@0.7"]),
     "tatoeba-one-pass": dict(arch="small", max_update=TATOEBA_PASS, max_tokens=2048, lr=2e-3, warmup_updates=300,
                              lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[10, 15], validate_interval_updates=150,
                              arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant-no-warmup@0.7",

@@ -74,6 +74,12 @@ def difficulty_shares(difficulty):
     return shares
 
 
+def longest_keep_probabilities(length_shares, longest_share, base_prob):
+    """A control for rules that skip long pairs: the pairs among the longest ``longest_share`` of the corpus (by
+    their ``difficulty_shares`` of target length) are kept with ``base_prob``, every other pair always."""
+    return np.where(np.asarray(length_shares) > 1.0 - longest_share, base_prob, 1.0)
+
+
 def competence(progress, start, full_at):
     """Platanios et al. (NAACL 2019)'s square-root competence: the share of the pairs, easiest first, open to
     training at ``progress`` (the fraction of training done): ``start`` at 0, every pair from ``full_at`` on."""

@@ -22,6 +22,7 @@ from .keep_rules import (
     competence,
     competence_keep_probabilities,
     infobatch_keep_probabilities,
+    longest_keep_probabilities,
     loss_percentile_keep_probabilities,
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
@@ -58,6 +59,7 @@ class Policy:
     learns_table_labels: bool = False  # the Assistant learns the loss table's labels, not the paper's
     needs_difficulty: bool = False  # every pair's difficulty share, from its source rarity
     needs_groups: bool = False  # every pair's group of near-duplicates (PairFeatures.near_duplicate_groups)
+    needs_length_shares: bool = False  # every pair's difficulty share by its target length
     paced: bool = False  # the rule follows the fraction of training done: needs --max-update or --max-epoch
 
     @property
@@ -132,6 +134,11 @@ def _competence(selector, indices, progress):
         selector.difficulty[indices], competence(progress or 0.0, options.competence_start, options.competence_full_at))
 
 
+def _skip_longest(selector, indices, progress):
+    options = selector.options
+    return longest_keep_probabilities(selector.length_shares[indices], options.longest_share, options.base_prob)
+
+
 POLICIES = {
     policy.name: policy
     for policy in (
@@ -155,6 +162,9 @@ POLICIES = {
                _own_label_or_assistant, needs_assistant=True, loss_table=_loss_band_of_near_duplicates,
                learns_table_labels=True, needs_groups=True),
         Policy("uniform", "keep each pair with --autoassist-uniform-keep-prob, a control", _uniform),
+        Policy("skip-longest", "keep the longest --autoassist-longest-share of the pairs (by target length) only "
+               "with --autoassist-base-prob, every other pair always: a static control for rules that skip long "
+               "pairs", _skip_longest, needs_length_shares=True),
         Policy("infobatch", "InfoBatch: prune below-mean-loss pairs, rescale the kept ones", _infobatch,
                loss_table=_latest_losses, always_weighted=True),
         Policy("loss-percentile", "Selective Backprop: keep each pair with the percentile of its latest loss among "

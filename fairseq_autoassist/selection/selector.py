@@ -31,6 +31,8 @@ class SelectionOptions:
         "1 / min_keep_prob", minimum=0, maximum=1, exclude_minimum=True)
     uniform_keep_prob: float = option(0.7, "keep probability of the 'uniform' policy", minimum=0, maximum=1,
                                       exclude_minimum=True)
+    longest_share: float = option(0.2, "skip-longest: share of the pairs, longest target first, kept only with "
+                                  "--autoassist-base-prob", minimum=0, maximum=1)
     importance_weighting: bool = option(
         False, "weight each kept pair's loss by 1 / p_keep so that the expected gradient equals the full-data "
         "gradient (weights scaled to a mean of 1 per target token within each batch, so the gradient keeps "
@@ -78,11 +80,12 @@ class Selector:
 
     ``worker`` (an Assistant worker, see ``fairseq_autoassist.worker``) is needed by the policies
     with ``needs_assistant``, ``loss_table`` (``policy.build_loss_table``) by those with a ``loss_table``,
-    ``difficulty`` (every pair's ``difficulty_shares``) by those with ``needs_difficulty``.
+    ``difficulty`` (every pair's ``difficulty_shares``) by those with ``needs_difficulty``, ``length_shares``
+    (every pair's ``difficulty_shares`` of its target length) by those with ``needs_length_shares``.
     """
 
     def __init__(self, options: SelectionOptions, schedule: SelectionSchedule, seed: int, worker=None,
-                 loss_table=None, difficulty=None):
+                 loss_table=None, difficulty=None, length_shares=None):
         self.policy = POLICIES[options.policy]
         if self.policy.needs_assistant and worker is None:
             raise ValueError(f"the {options.policy} policy needs an Assistant worker")
@@ -90,7 +93,10 @@ class Selector:
             raise ValueError(f"the {options.policy} policy needs a loss table")
         if self.policy.needs_difficulty and difficulty is None:
             raise ValueError(f"the {options.policy} policy needs every pair's difficulty")
+        if self.policy.needs_length_shares and length_shares is None:
+            raise ValueError(f"the {options.policy} policy needs every pair's share by target length")
         self.difficulty = difficulty
+        self.length_shares = length_shares
         self.loss_table = loss_table
         self.options = options
         self.schedule = schedule
