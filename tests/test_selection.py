@@ -400,7 +400,7 @@ def test_the_competence_rule_keeps_the_easiest_pairs_within_the_competence():
     # At 3/4 of the way to full competence (start 0.01) 86.6% of the pairs, easiest first, are open.
     selector = Selector(SelectionOptions(policy="competence", competence_full_at=0.5),
                         SelectionSchedule(warmup_epochs=0, max_update=1000), seed=1,
-                        difficulty=difficulty_shares(np.arange(100.0)), length_shares=difficulty_shares(np.arange(100.0)))
+                        difficulty=difficulty_shares(np.arange(100.0)))
     selector.num_updates = 375
     keep = selector.keep_probabilities(np.arange(100), epoch=1)
     assert np.all(keep[:86] == 1.0) and np.all(keep[86:] == 0.05)
