@@ -11,6 +11,7 @@ broadcast and every rank's losses are gathered (``distributed``), so all ranks b
 batches and train the same Assistant.
 """
 
+import functools
 import logging
 import time
 
@@ -28,7 +29,6 @@ from .selection import (
     SelectionSchedule,
     Selector,
     batch_importance_weights,
-    difficulty_shares,
 )
 from .selection.policies import POLICIES
 from .worker import AsyncAssistantWorker, SyncAssistantWorker
@@ -80,7 +80,7 @@ class AutoAssistRuntime:
         chunk_pairs: candidates per selection chunk.
         seed, max_epoch, max_update: fairseq's training settings.
         make_batches: ``f(indices) -> list of index arrays`` under the token budget.
-        pair_features: ``f() -> PairFeatures``, called only when the policy needs the Assistant or difficulties.
+        pair_features: ``f() -> PairFeatures``, called (once) only when the policy needs the features.
         steps_per_pass: training steps of one unfiltered pass (full global batches / ranks).
         min_batches_per_epoch: the number of ranks.
     """
@@ -94,12 +94,11 @@ class AutoAssistRuntime:
             raise AutoAssistConfigError(
                 f"--autoassist-policy {cfg.autoassist_policy} paces its selection by the fraction of training done; "
                 "set --max-update or --max-epoch")
-        needs_features = self.policy.needs_assistant or self.policy.needs_difficulty or self.policy.needs_groups
-        features = pair_features() if needs_features else None
-        self.worker = self._build_worker(cfg, features) if self.policy.needs_assistant else None
+        features = functools.cache(pair_features)
+        self.worker = self._build_worker(cfg, features()) if self.policy.needs_assistant else None
         self.loss_table = self.policy.build_loss_table(
             len(target_sizes), selection_options, steps_per_pass, cfg.autoassist_loss_mean_decay,
-            groups=features.near_duplicate_groups() if self.policy.needs_groups else None)
+            groups=features().near_duplicate_groups() if self.policy.needs_groups else None)
         self.loss_log = None
         if self.runtime_options.loss_log and distributed.rank() == 0:
             self.loss_log = LossLog(self.runtime_options.loss_log)
@@ -107,8 +106,7 @@ class AutoAssistRuntime:
             selection_options,
             build(SelectionSchedule, cfg, max_epoch=max_epoch or 0, max_update=max_update or 0),
             seed=seed, worker=self.worker, loss_table=self.loss_table,
-            difficulty=difficulty_shares(features.source_rarity()) if self.policy.needs_difficulty else None,
-            length_shares=difficulty_shares(target_sizes) if self.policy.needs_length_shares else None,
+            difficulty=self.policy.difficulty_shares(target_sizes, features),
         )
         flagged = None
         if self.runtime_options.noise_ids:

@@ -45,7 +45,6 @@ from fairseq_autoassist.selection import (
     SelectionOptions,
     SelectionSchedule,
     Selector,
-    difficulty_shares,
 )
 from fairseq_autoassist.recipes import write_report
 from fairseq_autoassist.worker import SyncAssistantWorker
@@ -169,7 +168,7 @@ def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_p
     loss_table = policy.build_loss_table(len(kinds), options, steps_per_pass, config.loss_mean_decay,
                                          groups=features.near_duplicate_groups() if policy.needs_groups else None)
     selector = Selector(options, SelectionSchedule(warmup_epochs=warmup_epochs), seed, worker, loss_table,
-                        difficulty=difficulty_shares(features.source_rarity()) if policy.needs_difficulty else None)
+                        difficulty=policy.difficulty_shares(features.target.lengths, lambda: features))
     rng = np.random.default_rng(seed)
     counter = KindCounter(kinds)
     latest = np.full(len(kinds), np.nan)

@@ -53,7 +53,7 @@ def test_the_competence_policy_ranks_every_pair_by_its_source_rarity():
 def test_the_skip_longest_policy_ranks_every_pair_by_its_target_length():
     runtime = make_runtime("skip-longest")
     sizes = random_features(num_pairs=NUM_PAIRS, seed=5).target.lengths
-    shares = runtime.selector.length_shares
+    shares = runtime.selector.difficulty
     assert runtime.worker is None and shares.max() == 1.0 and len(np.unique(sizes)) > 1
     assert np.all(np.diff(sizes[np.argsort(shares)]) >= 0)  # longer targets, higher shares
 

@@ -55,7 +55,7 @@ def _selector_of_every_rule(policy, floor):
             table.submit(np.arange(50), np.linspace(0.1, 9.0, 50))
     return Selector(options, SelectionSchedule(warmup_epochs=0, max_update=100), seed=1,
                     worker=_Worker(_ConstantAssistant(0.0, 1.0)), loss_table=table,
-                    difficulty=difficulty_shares(np.arange(100.0)), length_shares=difficulty_shares(np.arange(100.0)))
+                    difficulty=difficulty_shares(np.arange(100.0)))
 
 
 @pytest.mark.parametrize("policy", [p for p in POLICIES.values() if p.keep is not None], ids=lambda p: p.name)
@@ -413,7 +413,7 @@ def test_the_longest_pairs_by_target_length_are_kept_with_the_base_probability()
     np.testing.assert_allclose(longest_keep_probabilities(shares, 0.4, 0.1), [0.1, 1.0, 0.1, 1.0, 1.0])
     np.testing.assert_allclose(longest_keep_probabilities(shares, 0.0, 0.1), np.ones(5))
     selector = Selector(SelectionOptions(policy="skip-longest", base_prob=0.1), SelectionSchedule(warmup_epochs=1),
-                        seed=1, length_shares=difficulty_shares(np.arange(100)))
+                        seed=1, difficulty=difficulty_shares(np.arange(100)))
     assert selector.keep_probabilities(np.arange(100), epoch=1) is None  # the warm-up pass keeps every pair
     keep = selector.keep_probabilities(np.arange(100), epoch=2)
     assert np.all(keep[:80] == 1.0) and np.all(keep[80:] == 0.1)

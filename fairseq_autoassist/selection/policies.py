@@ -21,6 +21,7 @@ from .keep_rules import (
     assistant_keep_probabilities,
     competence,
     competence_keep_probabilities,
+    difficulty_shares,
     infobatch_keep_probabilities,
     longest_keep_probabilities,
     loss_percentile_keep_probabilities,
@@ -43,6 +44,14 @@ def _loss_band(num_pairs, options, steps_per_pass, mean_decay, groups):
     return LossBand(num_pairs, options.learned_quantile, options.unlearnable_quantile, mean_decay=mean_decay)
 
 
+def _source_rarity(target_sizes, pair_features):
+    return pair_features().source_rarity()
+
+
+def _target_length(target_sizes, pair_features):
+    return target_sizes
+
+
 def _loss_band_of_near_duplicates(num_pairs, options, steps_per_pass, mean_decay, groups):
     return SharedByNearDuplicates(_loss_band(num_pairs, options, steps_per_pass, mean_decay, groups), groups)
 
@@ -57,9 +66,10 @@ class Policy:
     loss_table: Optional[Callable] = None
     always_weighted: bool = False
     learns_table_labels: bool = False  # the Assistant learns the loss table's labels, not the paper's
-    needs_difficulty: bool = False  # every pair's difficulty share, from its source rarity
+    # ``difficulty(target_sizes, pair_features) -> one value per pair`` that ranks the pairs for the rule
+    # (``difficulty_shares``; ``pair_features``: f() -> PairFeatures), None: no ranking.
+    difficulty: Optional[Callable] = None
     needs_groups: bool = False  # every pair's group of near-duplicates (PairFeatures.near_duplicate_groups)
-    needs_length_shares: bool = False  # every pair's difficulty share by its target length
     paced: bool = False  # the rule follows the fraction of training done: needs --max-update or --max-epoch
 
     @property
@@ -67,6 +77,13 @@ class Policy:
         """Whether a pair's own loss, once it has one, decides instead of the Assistant (which then predicts only
         for pairs not yet seen)."""
         return self.keep is _own_label_or_assistant
+
+    def difficulty_shares(self, target_sizes, pair_features):
+        """Every pair's difficulty share for a rule that ranks the pairs, None for the others; ``pair_features`` is
+        called only by a ranking that needs the features."""
+        if self.difficulty is None:
+            return None
+        return difficulty_shares(self.difficulty(target_sizes, pair_features))
 
     def build_loss_table(self, num_pairs, options, steps_per_pass, mean_decay, groups=None):
         if self.loss_table is None:
@@ -136,7 +153,7 @@ def _competence(selector, indices, progress):
 
 def _skip_longest(selector, indices, progress):
     options = selector.options
-    return longest_keep_probabilities(selector.length_shares[indices], options.longest_share, options.base_prob)
+    return longest_keep_probabilities(selector.difficulty[indices], options.longest_share, options.base_prob)
 
 
 POLICIES = {
@@ -164,7 +181,7 @@ POLICIES = {
         Policy("uniform", "keep each pair with --autoassist-uniform-keep-prob, a control", _uniform),
         Policy("skip-longest", "keep the longest --autoassist-longest-share of the pairs (by target length) only "
                "with --autoassist-base-prob, every other pair always: a static control for rules that skip long "
-               "pairs", _skip_longest, needs_length_shares=True),
+               "pairs", _skip_longest, difficulty=_target_length),
         Policy("infobatch", "InfoBatch: prune below-mean-loss pairs, rescale the kept ones", _infobatch,
                loss_table=_latest_losses, always_weighted=True),
         Policy("loss-percentile", "Selective Backprop: keep each pair with the percentile of its latest loss among "
@@ -172,7 +189,7 @@ POLICIES = {
         Policy("spl", "self-paced learning: the easiest seen pairs first", _self_paced, loss_table=_latest_losses,
                paced=True),
         Policy("competence", "competence-based curriculum (Platanios et al., 2019): the pairs of rarest source "
-               "sentences open last, on a square-root schedule", _competence, needs_difficulty=True, paced=True),
+               "sentences open last, on a square-root schedule", _competence, difficulty=_source_rarity, paced=True),
         Policy("keep-all", "every pair, through the plugin's iterator: batches cut anew every pass from chunks of a "
                "fresh shuffle, packed by --autoassist-packing (the stock task cuts its batches once)", _every_pair),
         Policy("none", "every pair, exactly like --task translation"),

@@ -80,23 +80,20 @@ class Selector:
 
     ``worker`` (an Assistant worker, see ``fairseq_autoassist.worker``) is needed by the policies
     with ``needs_assistant``, ``loss_table`` (``policy.build_loss_table``) by those with a ``loss_table``,
-    ``difficulty`` (every pair's ``difficulty_shares``) by those with ``needs_difficulty``, ``length_shares``
-    (every pair's ``difficulty_shares`` of its target length) by those with ``needs_length_shares``.
+    ``difficulty`` (``policy.difficulty_shares``) by those with a ``difficulty``.
     """
 
     def __init__(self, options: SelectionOptions, schedule: SelectionSchedule, seed: int, worker=None,
-                 loss_table=None, difficulty=None, length_shares=None):
+                 loss_table=None, difficulty=None):
         self.policy = POLICIES[options.policy]
         if self.policy.needs_assistant and worker is None:
             raise ValueError(f"the {options.policy} policy needs an Assistant worker")
         if self.policy.loss_table is not None and loss_table is None:
             raise ValueError(f"the {options.policy} policy needs a loss table")
-        if self.policy.needs_difficulty and difficulty is None:
-            raise ValueError(f"the {options.policy} policy needs every pair's difficulty")
-        if self.policy.needs_length_shares and length_shares is None:
-            raise ValueError(f"the {options.policy} policy needs every pair's share by target length")
+        if self.policy.difficulty is not None and difficulty is None:
+            raise ValueError(f"the {options.policy} policy needs every pair's difficulty "
+                             f"({self.policy.difficulty.__name__.strip('_').replace('_', ' ')})")
         self.difficulty = difficulty
-        self.length_shares = length_shares
         self.loss_table = loss_table
         self.options = options
         self.schedule = schedule
