@@ -28,9 +28,10 @@ import os
 import shlex
 import sys
 
-from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, noise_list
-from fairseq_autoassist.benchmark.figures import derive, with_validations
-from fairseq_autoassist.benchmark.report import describe_machine, equal_token_table, equal_update_table, markdown, plot
+from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, noise_list, timed_arms
+from fairseq_autoassist.benchmark.figures import MIN_TIMING_SESSIONS, derive, with_validations
+from fairseq_autoassist.benchmark.report import (describe_machine, equal_token_table, equal_update_table, markdown, plot,
+                                                 test_checkpoint_table)
 from fairseq_autoassist.benchmark.runs import finished_runs, run_arm, smoke_data
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.recipes import require_prepared, write_atomically
@@ -73,26 +74,27 @@ def read_recorded_runs(parser, paths):
             "command": " ; ".join(dict.fromkeys(commands)), "machine": " ; ".join(dict.fromkeys(machines))}
 
 
-def read_time_per_update(parser, paths):
-    """``{arm: isolated time per update over the stock task's}`` from the JSON files of
-    scripts/benchmark_overhead.py, each of which must time the stock baseline: an arm's figure is relative to the
-    baseline timed beside it, in the first file that times the arm (so arms timed in a later session join the
-    earlier ones without mixing two machines' seconds)."""
-    if not paths:
+def read_time_per_update(parser, path, arms):
+    """``{arm: {"median", "low", "high"}}``: each arm's isolated time per update over the stock task's, from one
+    timing of scripts/benchmark_overhead.py that timed every arm ``arms`` need (``timed_arms``) together, in at
+    least MIN_TIMING_SESSIONS sessions (the benchmark's one timing rule); None without ``path``."""
+    if path is None:
         return None
-    relative = {}
-    for path in paths:
-        try:
-            with open(path) as f:
-                seconds = json.load(f)["median_seconds_per_update"]
-        except (OSError, ValueError, KeyError) as error:
-            parser.error(f"--seconds-per-update {path}: not the --output of scripts/benchmark_overhead.py ({error})")
-        if "baseline" not in seconds:
-            parser.error(f"--seconds-per-update {path} does not time the arm 'baseline'; rerun benchmark_overhead.py "
-                         "with it among --arms")
-        for arm, arm_seconds in seconds.items():
-            relative.setdefault(arm, arm_seconds / seconds["baseline"])
-    return relative
+    try:
+        with open(path) as f:
+            timing = json.load(f)
+        ratios, sessions = timing["ratio_to_baseline"], len(timing["sessions"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        parser.error(f"--seconds-per-update {path}: not the --output of scripts/benchmark_overhead.py with "
+                     f"--sessions ({error})")
+    missing = [arm for arm in timed_arms(arms) if arm not in ratios]
+    if sessions < MIN_TIMING_SESSIONS or missing:
+        problem = (f"times {sessions} session(s), not the {MIN_TIMING_SESSIONS} that give a range"
+                   if sessions < MIN_TIMING_SESSIONS else f"does not time {', '.join(missing)}")
+        parser.error(f"--seconds-per-update {path} {problem}; time every arm of the preset together: python "
+                     f"scripts/benchmark_overhead.py --data DATA --preset PRESET --sessions {MIN_TIMING_SESSIONS} "
+                     f"--output {path}")
+    return {arm: {stat: ratios[arm][stat] for stat in ("median", "low", "high")} for arm in timed_arms(arms)}
 
 
 def main(argv=None):
@@ -115,10 +117,10 @@ def main(argv=None):
                         help="train nothing: recompute every figure from the runs recorded in one or more results.json "
                         "(a committed benchmark's, and the --report of new runs beside it; a run recorded twice is "
                         "taken from the later file) and write the outputs to OUT")
-    parser.add_argument("--seconds-per-update", metavar="FILE", nargs="+",
-                        help="the --output of scripts/benchmark_overhead.py (each arm's isolated seconds per update "
-                        "on its own batches), for the time columns; several: each arm from the first that times it, "
-                        "against the stock task timed beside it")
+    parser.add_argument("--seconds-per-update", metavar="FILE",
+                        help="the --output of scripts/benchmark_overhead.py that timed every arm of the runs together "
+                        f"in at least {MIN_TIMING_SESSIONS} sessions (each arm's isolated time per update on its own "
+                        "batches over the stock task's, median and range), for the time columns")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--machine", default=None,
                         help="description of the machine, written into results.md (default: read from this one)")
@@ -126,7 +128,6 @@ def main(argv=None):
     preset = dict(PRESETS[args.preset])
     if args.validate_interval_updates is not None:
         preset["validate_interval_updates"] = args.validate_interval_updates
-    time_per_update = read_time_per_update(parser, args.seconds_per_update)
     os.makedirs(args.out, exist_ok=True)
     machine = args.machine
     if args.rescore:
@@ -139,6 +140,7 @@ def main(argv=None):
     else:
         runs = train_arms(parser, args, preset)
     machine = machine or describe_machine()
+    time_per_update = read_time_per_update(parser, args.seconds_per_update, [run["arm"] for run in runs])
     summary = derive(runs, preset["max_update"], preset["bleu_levels"], time_per_update)
     command = "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     record = {"command": command}
@@ -151,7 +153,8 @@ def main(argv=None):
     table = (markdown(summary, record, machine, preset["max_update"], preset["bleu_levels"],
                       timed=time_per_update is not None)
              + equal_update_table(runs, preset.get("validate_interval_updates", 0))
-             + equal_token_table(runs, preset.get("validate_interval_updates", 0)))
+             + equal_token_table(runs, preset.get("validate_interval_updates", 0))
+             + test_checkpoint_table(runs))
     write_atomically(os.path.join(args.out, "results.md"), table)
     plot(runs, args.out)
     logging.getLogger("benchmark").info("wrote %s\n%s", args.out, table)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""Isolated time per update of each benchmark arm, on its own batches.
+"""Isolated time per update of each benchmark arm, on its own batches: the benchmark's one timing rule.
 
     python scripts/benchmark_overhead.py --data data-bin/multi30k.de-en --preset multi30k-long \\
-        --arms baseline keep-all keep-all-fixed assistant learnable --output docs/results/overhead-multi30k-small.json
+        --output docs/results/timing-multi30k-long.json
 
 Each arm is built in this process exactly as the benchmark trains it (``fairseq_autoassist.benchmark.arms``:
 the preset's recipe and the arm's settings) and trains on the batches of its own iterator: the stock task's, or
@@ -11,9 +11,17 @@ feedback and background Assistant all run as in training, in the epochs after it
 the warm-up epochs train on every pair as ``keep-all`` does). Blocks of ``--block-updates`` updates, fetching each
 batch included, are interleaved (arm 1, arm 2, ..., arm 1, ...) so that machine noise hits all alike; run it
 with nothing else on the machine. It runs under the training runs' allocator settings
-(``recipes.TRAINING_MALLOC_ENV``). Writes the median seconds per update of each arm, its ratio to ``baseline``,
-the target tokens and padded positions per update of the timed batches and the CPU seconds spent selecting and
-in the Assistant's thread. ``scripts/benchmark.py --seconds-per-update`` turns updates into seconds with it.
+(``recipes.TRAINING_MALLOC_ENV``).
+
+The rule: every arm of the preset is timed together (``--arms`` defaults to all of them; the stock task's
+budget-matched variants update as ``baseline`` does), in ``--sessions`` sessions (at least three), each building
+every arm afresh and interleaving them in another order. A session gives each arm's median block time over the
+stock task's; the figure is the median session's, with the range over the sessions, and a saving in seconds
+holds only where it exceeds that range. The machines here move by about 5% between timings, which one session
+cannot show. Writes every block time, each session's and the overall medians, the ratios to ``baseline``
+(``ratio_to_baseline``: median, low, high), the target tokens and padded positions per update of the timed
+batches and the CPU seconds spent selecting and in the Assistant's thread. ``scripts/benchmark.py
+--seconds-per-update`` turns updates into seconds with it.
 """
 
 import argparse
@@ -26,7 +34,8 @@ import sys
 import tempfile
 import time
 
-from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, training_args
+from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, timed_arms, training_args
+from fairseq_autoassist.benchmark.figures import MIN_TIMING_SESSIONS
 from fairseq_autoassist.recipes import (TRAINING_MALLOC_ENV, build_trainer, reexec_under_training_malloc,
                                         write_atomically)
 
@@ -81,28 +90,66 @@ class TimedArm:
         return figures
 
 
-def measure(data, preset_name, arms, seed, block_updates, blocks):
-    preset = PRESETS[preset_name]
+def time_session(data, preset, arms, seed, block_updates, blocks, session):
+    """One session: every arm built afresh, a warm-up block each, then ``blocks`` timed blocks interleaved, the
+    arms in an order rotated by ``session`` so that none is always first after a warm-up."""
+    order = arms[session % len(arms):] + arms[:session % len(arms)]
     with tempfile.TemporaryDirectory() as save_dir:
-        timed = {arm: TimedArm(arm, data, preset, seed, save_dir) for arm in arms}
-        for arm in timed.values():  # a warm-up block each, not timed
+        timed = {arm: TimedArm(arm, data, preset, seed, save_dir) for arm in order}
+        for arm in timed.values():  # not timed
             arm.block(block_updates)
         times = {name: [] for name in timed}
         for block in range(1, blocks + 1):
             for name, arm in timed.items():
                 times[name].append(arm.block(block_updates))
-                logger.info("block %d %-24s %.3f s/update", block, name, times[name][-1])
+                logger.info("session %d block %d %-24s %.3f s/update", session + 1, block, name, times[name][-1])
         cpu = {name: arm.cpu_seconds() for name, arm in timed.items()}
-    medians = {name: statistics.median(block_times) for name, block_times in times.items()}
+    medians = {name: statistics.median(times[name]) for name in arms}
+    return {"order": order, "seconds_per_update": {name: times[name] for name in arms},
+            "median_seconds_per_update": medians,
+            "ratio_to_baseline": {name: medians[name] / medians["baseline"] for name in arms},
+            "target_tokens_per_update": {name: timed[name].target_tokens / timed[name].updates for name in arms},
+            "padded_positions_per_update": {name: timed[name].padded_positions / timed[name].updates for name in arms},
+            "timed_from_epoch": {name: timed[name].timed_from_epoch for name in arms}, "cpu": cpu}
+
+
+def measure(data, preset_name, arms, seed, block_updates, blocks, sessions):
+    preset = PRESETS[preset_name]
+    runs = [time_session(data, preset, arms, seed, block_updates, blocks, session) for session in range(sessions)]
+    ratios = {arm: [run["ratio_to_baseline"][arm] for run in runs] for arm in arms}
+    last = runs[-1]
     return {
         "data": data, "preset": preset_name, "seed": seed, "block_updates": block_updates, "blocks": blocks,
-        "seconds_per_update": times, "median_seconds_per_update": medians,
-        "ratio_to_baseline": {name: medians[name] / medians["baseline"] for name in medians},
-        "target_tokens_per_update": {name: arm.target_tokens / arm.updates for name, arm in timed.items()},
-        "padded_positions_per_update": {name: arm.padded_positions / arm.updates for name, arm in timed.items()},
-        "timed_from_epoch": {name: arm.timed_from_epoch for name, arm in timed.items()},
-        "cpu": cpu,
+        "sessions": runs,
+        "median_seconds_per_update": {arm: statistics.median(s for run in runs for s in run["seconds_per_update"][arm])
+                                      for arm in arms},
+        "ratio_to_baseline": {arm: {"median": statistics.median(ratios[arm]), "low": min(ratios[arm]),
+                                    "high": max(ratios[arm])} for arm in arms},
+        "target_tokens_per_update": last["target_tokens_per_update"],
+        "padded_positions_per_update": last["padded_positions_per_update"],
+        "timed_from_epoch": last["timed_from_epoch"], "cpu": last["cpu"],
     }
+
+
+def timing_table(result):
+    """The Markdown table of a timing: per arm the median seconds per update, the ratio to the stock task in the
+    median session with the range over the sessions, each session's ratio and the target tokens per update over the
+    stock task's."""
+    sessions = result["sessions"]
+    lines = [f"Command: `{result['command']}`", "",
+             f"{len(sessions)} sessions of {result['blocks']} interleaved blocks of {result['block_updates']} updates "
+             "per arm (orders: " + "; ".join(", ".join(session["order"]) for session in sessions) + ").", "",
+             "| arm | seconds per update (median block) | over the stock task: median session [range] | "
+             + " | ".join(f"session {i + 1}" for i in range(len(sessions)))
+             + " | target tokens per update over the stock task's (the last session's timed batches) |",
+             "|---|---|---|" + "---|" * len(sessions) + "---|"]
+    tokens = result["target_tokens_per_update"]
+    for arm, ratio in result["ratio_to_baseline"].items():
+        lines.append(f"| {arm} | {result['median_seconds_per_update'][arm]:.3f} | {ratio['median']:.3f} "
+                     f"[{ratio['low']:.3f}-{ratio['high']:.3f}] | "
+                     + " | ".join(f"{session['ratio_to_baseline'][arm]:.3f}" for session in sessions)
+                     + f" | {tokens[arm] / tokens['baseline']:.3f} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
@@ -111,22 +158,31 @@ def main(argv=None):
     parser.add_argument("--data", required=True, help="prepared data-bin folder")
     parser.add_argument("--preset", default="multi30k-long", choices=sorted(PRESETS),
                         help="the benchmark preset whose recipe every arm uses")
-    parser.add_argument("--arms", nargs="+", type=arm_argument, default=["baseline", "keep-all"],
-                        help="the benchmark arms to time ('baseline', the stock task, is always timed)")
+    parser.add_argument("--arms", nargs="+", type=arm_argument,
+                        help="the benchmark arms to time (default: every arm of the preset; 'baseline', the stock "
+                        "task, is always timed)")
     parser.add_argument("--block-updates", type=int, default=20, help="updates per timed block")
-    parser.add_argument("--blocks", type=int, default=4, help="timed blocks per arm")
+    parser.add_argument("--blocks", type=int, default=4, help="timed blocks per arm and session")
+    parser.add_argument("--sessions", type=int, default=MIN_TIMING_SESSIONS,
+                        help="timing sessions, each building every arm afresh (at least "
+                        f"{MIN_TIMING_SESSIONS} for the range that scripts/benchmark.py --seconds-per-update requires)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--output", required=True, help="JSON with every block time and the medians")
+    parser.add_argument("--output", required=True,
+                        help="JSON with every block time and the medians (and beside it, .md: the table)")
     args = parser.parse_args(argv)
-    arms = ["baseline"] + [arm for arm in args.arms if arm != "baseline"]
-    result = measure(args.data, args.preset, arms, args.seed, args.block_updates, args.blocks)
+    if args.sessions < 1:
+        parser.error(f"--sessions {args.sessions}: at least 1 (and {MIN_TIMING_SESSIONS} for a range)")
+    arms = timed_arms(args.arms or PRESETS[args.preset]["arms"])
+    result = measure(args.data, args.preset, arms, args.seed, args.block_updates, args.blocks, args.sessions)
     result["command"] = "python scripts/benchmark_overhead.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     result["allocator"] = {key: os.environ.get(key) for key in TRAINING_MALLOC_ENV}
     write_atomically(args.output, json.dumps(result, indent=2))
+    write_atomically(os.path.splitext(args.output)[0] + ".md", timing_table(result))
     for arm in arms:
-        logger.info("%-24s %.3f s/update, ratio to baseline %.3f, %.0f target tokens per update %s", arm,
-                    result["median_seconds_per_update"][arm], result["ratio_to_baseline"][arm],
-                    result["target_tokens_per_update"][arm], result["cpu"][arm])
+        ratio = result["ratio_to_baseline"][arm]
+        logger.info("%-24s %.3f s/update, ratio to baseline %.3f (%.3f-%.3f over %d sessions), %.0f target tokens "
+                    "per update %s", arm, result["median_seconds_per_update"][arm], ratio["median"], ratio["low"],
+                    ratio["high"], args.sessions, result["target_tokens_per_update"][arm], result["cpu"][arm])
     return 0
 
 

@@ -1,6 +1,7 @@
 """The benchmark (fairseq_autoassist.benchmark, scripts/benchmark.py): the smoke preset end to end, resume after a
 kill, and every figure on known numbers."""
 
+import argparse
 import json
 import os
 
@@ -14,12 +15,16 @@ from scripts import benchmark
 from .conftest import run_script
 
 
-def run(arm, *validations, seed=1, tokens_per_update=100.0, test_bleu=None, epochs=None):
+def run(arm, *validations, seed=1, tokens_per_update=100.0, test_bleu=None, epochs=None, tested_at="best"):
     """A run of ``arm``: ``validations`` as ``(updates, valid_loss, valid_bleu)``, one epoch ending at the last
-    validation (or ``epochs`` as ``(updates, target tokens)`` ends), a constant number of target tokens per update."""
+    validation (or ``epochs`` as ``(updates, target tokens)`` ends), a constant number of target tokens per update,
+    its ``test_bleu`` that of the checkpoint at ``tested_at`` updates (default: its best validation's; None: not
+    recorded)."""
     points = [{"updates": u, "valid_loss": loss, "valid_bleu": b} for u, loss, b in validations]
     ends = epochs or [(points[-1]["updates"], points[-1]["updates"] * tokens_per_update)]
-    return {"arm": arm, "seed": seed, "test_bleu": test_bleu, "validations": points,
+    if tested_at == "best":
+        tested_at = max(points, key=lambda point: point["valid_bleu"])["updates"]
+    return {"arm": arm, "seed": seed, "test_bleu": test_bleu, "validations": points, "test_checkpoint_updates": tested_at,
             "epochs": [{"epoch": i + 1, "updates": u, "target_tokens": t, "kept_share": 1.0}
                        for i, (u, t) in enumerate(ends)]}
 
@@ -47,23 +52,41 @@ def test_ratios_by_target_tokens_count_the_larger_batches_of_an_arm():
     assert keep_all["target_tokens_ratio"]["mean"] == pytest.approx(0.88)
     assert keep_all["target_tokens_ratio_at_bleu_20"]["mean"] == pytest.approx(0.88)
     assert "seconds_ratio" not in keep_all
-    # Isolated seconds per update of each arm turn updates into seconds.
-    timed = figures.derive([base, arm], budget=400, seconds_per_update={"baseline": 0.5, "keep-all": 0.55})
+    # Each arm's time per update over the stock task's (median session, range over sessions) turns updates into
+    # seconds, with the range beside the median.
+    timing = {"baseline": {"median": 1.0, "low": 1.0, "high": 1.0}, "keep-all": {"median": 1.1, "low": 1.05, "high": 1.2}}
+    timed = figures.derive([base, arm], budget=400, time_per_update=timing)
     assert timed["keep-all"]["seconds_ratio"]["mean"] == pytest.approx(0.8 * 1.1)
-    at_budget = figures.derive([base, dict(arm, arm="keep-all@0.8")], budget=400,
-                               seconds_per_update={"baseline": 0.5, "keep-all": 0.55})
+    assert timed["keep-all"]["seconds_ratio_low"]["mean"] == pytest.approx(0.8 * 1.05)
+    assert timed["keep-all"]["seconds_ratio_high"]["mean"] == pytest.approx(0.8 * 1.2)
+    at_budget = figures.derive([base, dict(arm, arm="keep-all@0.8")], budget=400, time_per_update=timing)
     assert at_budget["keep-all@0.8"]["seconds_per_update_ratio"]["mean"] == pytest.approx(1.1)
     table = report.markdown(timed, {"command": "cmd"}, "machine", 400, timed=True)
-    assert "| keep-all | 1.100 | 0.80 | 0.88 | 0.88 |" in table
+    assert "| keep-all | 1.100 | 0.80 | 0.88 | 0.88 [0.84-0.96] |" in table
     assert "budget frontier" not in table  # no budget-matched baseline among the runs
 
 
-def test_arms_timed_in_two_sessions_are_each_relative_to_the_stock_task_timed_beside_them(tmp_path):
-    first, later = tmp_path / "first.json", tmp_path / "later.json"
-    first.write_text(json.dumps({"median_seconds_per_update": {"baseline": 0.5, "keep-all": 0.55}}))
-    later.write_text(json.dumps({"median_seconds_per_update": {"baseline": 0.4, "keep-all": 0.6, "uniform": 0.42}}))
-    relative = benchmark.read_time_per_update(None, [str(first), str(later)])
-    assert relative == pytest.approx({"baseline": 1.0, "keep-all": 1.1, "uniform": 1.05})
+def test_seconds_come_from_one_timing_of_every_arm_in_at_least_three_sessions(tmp_path, capsys):
+    def timing(name, sessions, **ratios):
+        path = tmp_path / name
+        path.write_text(json.dumps({"sessions": [{}] * sessions, "ratio_to_baseline": {
+            arm: {"median": median, "low": low, "high": high} for arm, (median, low, high) in ratios.items()}}))
+        return str(path)
+
+    complete = timing("all.json", 3, **{"baseline": (1, 1, 1), "keep-all": (1.1, 1.05, 1.2), "uniform": (1.0, 0.9, 1.1)})
+    # The stock task's variants update as the stock task does: they need no timing of their own.
+    assert benchmark.read_time_per_update(None, complete, ["baseline-cosine-0.6", "keep-all@0.7", "baseline"]) == {
+        "baseline": {"median": 1, "low": 1, "high": 1}, "keep-all": {"median": 1.1, "low": 1.05, "high": 1.2}}
+    assert benchmark.read_time_per_update(None, None, ["keep-all"]) is None
+    parser = argparse.ArgumentParser()
+    one_session = timing("one.json", 1, **{"baseline": (1, 1, 1), "keep-all": (1.1, 1.1, 1.1)})
+    with pytest.raises(SystemExit):
+        benchmark.read_time_per_update(parser, one_session, ["keep-all"])
+    assert "times 1 session(s), not the 3 that give a range" in capsys.readouterr().err
+    # An arm the timing lacks is refused (it cannot come from another timing), with the command that times them all.
+    with pytest.raises(SystemExit):
+        benchmark.read_time_per_update(parser, complete, ["keep-all", "learnable"])
+    assert "does not time learnable; time every arm of the preset together" in capsys.readouterr().err
 
 
 def test_tokens_between_epoch_ends_are_interpolated():
@@ -84,7 +107,8 @@ def test_figures_compare_with_the_budget_matched_baseline():
     summary = figures.derive(runs, budget=400)
     assert summary["assistant"]["updates_ratio"]["mean"] == pytest.approx(250 / 400)
     assert summary["assistant"]["beats_budget_0.8"]["mean"] == 1.0
-    assert summary["uniform"]["updates_ratio"]["mean"] is None
+    # An arm that never reaches the target counts at its whole cost over the baseline's: at least 400 / 400.
+    assert summary["uniform"]["updates_ratio"]["mean"] == 1.0 and summary["uniform"]["updates_ratio"]["below"] == 1
     assert summary["uniform"]["beats_budget_0.8"]["mean"] == 0.0
     assert summary["assistant"]["bleu_by_0.6"]["mean"] == 25 and summary["assistant"]["bleu_by_end"]["mean"] == 36
     # The baseline gained 1.0 BLEU in its last quarter (29 by 300 updates, 30 at 400): no plateau yet.
@@ -92,7 +116,7 @@ def test_figures_compare_with_the_budget_matched_baseline():
     assert "plateau_gain" not in summary["uniform"] and "beats_budget_0.8" not in summary["baseline-cosine-0.8"]
     table = report.markdown(summary, {"command": "cmd"}, "machine", 400)
     assert "| assistant | 1.000 | 0.62 | 0.62 |" in table
-    assert "| uniform | 1.000 | not reached | not reached |" in table
+    assert "| uniform | 1.000 | >= 1.00 | >= 1.00 |" in table
 
 
 def test_a_rule_at_a_smaller_budget_is_judged_against_the_baseline_of_that_budget():
@@ -141,15 +165,24 @@ def test_an_arm_is_placed_on_a_frontier_concave_in_the_cost():
         assert summary["keep-all"][f"frontier_updates_{measure}"]["above"] == 1
         assert f"frontier_updates_{measure}" not in summary["baseline"]
         assert f"frontier_updates_{measure}" not in summary["baseline-cosine-0.8"]
+    # Outside the frontier a ratio is a bound at its nearer end: at least 240 / 200, at most 400 / 400.
+    assert summary["uniform@0.6"]["frontier_updates_valid_bleu"]["mean"] == pytest.approx(1.2)
+    assert summary["keep-all"]["frontier_updates_valid_bleu"]["mean"] == pytest.approx(1.0)
     table = report.markdown(summary, {"command": "cmd"}, "machine", 400)
-    assert "| uniform@0.6 | no saving | no saving |" in table
-    assert "| keep-all | beyond the full baseline |" in table
-    # Every seed counts: one below and one above the frontier are both named beside the mean of the others.
+    assert "| uniform@0.6 | >= 1.20 | >= 1.20 |" in table
+    assert "| keep-all | <= 1.00 | <= 1.00 |" in table
+    # Every seed counts in the mean: a seed below the frontier and one above it at their bounds, and then the mean
+    # bounds nothing.
     second = [dict(r, seed=2) for r in runs[:4]] + [run("assistant@0.6", (240, 4.7, 19), seed=2, test_bleu=33)]
     third = [dict(r, seed=3) for r in runs[:4]] + [run("assistant@0.6", (240, 3.0, 35), seed=3, test_bleu=50)]
     summary = figures.derive(runs + second + third, budget=400)
-    assert report.cell(summary["assistant@0.6"]["frontier_updates_valid_bleu"], unreached="no saving") == \
-        "0.87 (1/3 seeds; 1 no saving, 1 beyond the full baseline)"
+    ratios = [240 / (240 * 320) ** 0.5, 240 / 200, 240 / 400]
+    stat = summary["assistant@0.6"]["frontier_updates_valid_bleu"]
+    assert stat["mean"] == pytest.approx(sum(ratios) / 3) and stat["reached"] == stat["seeds"] == 3
+    assert report.cell(stat) == "0.89 ± 0.30 (1 at least, 1 at most: no bound)"
+    # Two seeds, one of them without the figure: n beside the mean.
+    assert report.cell({"mean": 0.9, "spread": 0.0, "reached": 1, "seeds": 2, "below": 0, "above": 0}) == \
+        "0.90 (n=1 of 2)"
 
 
 def test_further_test_sets_place_an_arm_on_their_own_frontier():
@@ -237,12 +270,37 @@ def test_who_decides_is_averaged_over_the_epochs_that_consulted_the_assistant():
     assert "| learnable | 0.40 | 0.85 | 0.60 |" in report.markdown(summary, {"command": "cmd"}, "machine", 30)
 
 
-def test_every_validation_is_checkpointed_so_the_best_one_has_its_checkpoint(tmp_path):
-    argv = training_args("assistant", str(tmp_path), str(tmp_path / "run"), PRESETS["multi30k-long"], seed=1, cpu=True)
-    interval = str(PRESETS["multi30k-long"]["validate_interval_updates"])
-    assert argv[argv.index("--validate-interval-updates") + 1] == interval
-    assert argv[argv.index("--save-interval-updates") + 1] == interval
-    assert argv[argv.index("--best-checkpoint-metric") + 1] == "bleu"
+def test_test_bleu_counts_only_where_the_best_validations_checkpoint_was_tested():
+    # Recorded before the tested checkpoint was: validated at its epoch ends only, each with its checkpoint.
+    base = run("baseline", (100, 4.5, 20), (200, 4.0, 30), test_bleu=31, epochs=[(100, 1e4), (200, 2e4)], tested_at=None)
+    # Validated mid-epoch at 150 (its best), tested on a checkpoint of the epoch end at 200 (or one not recorded).
+    elsewhere = run("keep-all", (150, 4.0, 33), (200, 4.1, 32), test_bleu=35, tested_at=200)
+    unrecorded = run("uniform", (150, 4.0, 33), (200, 4.1, 32), test_bleu=35, tested_at=None)
+    at_best = run("learnable", (150, 4.0, 33), (200, 4.1, 32), test_bleu=34)
+    assert [figures.best_checkpoint_tested(r) for r in (base, elsewhere, unrecorded, at_best)] == [True, False, False, True]
+    summary = figures.derive([base, elsewhere, unrecorded, at_best], budget=200)
+    assert summary["keep-all"]["test_bleu"]["mean"] is None and summary["uniform"]["test_bleu"]["mean"] is None
+    assert summary["learnable"]["test_bleu"]["mean"] == 34 and summary["baseline"]["test_bleu"]["mean"] == 31
+    table = report.test_checkpoint_table([base, elsewhere, unrecorded, at_best])
+    assert "| baseline | an epoch end, best |" in table and "| keep-all | 200, not the best |" in table
+    assert "| uniform | an epoch end, not the best |" in table and "| learnable | 150, best |" in table
+
+
+def test_equal_tokens_compare_every_seed_and_at_the_common_end_of_the_whole_budget_runs():
+    def curve(arm, seed, *points):  # (updates, valid loss) at 100 target tokens per update
+        return run(arm, *[(u, loss, 10.0) for u, loss in points], seed=seed)
+
+    runs = [curve("baseline", 1, (100, 6.0), (200, 5.0)), curve("keep-all", 1, (100, 5.8), (200, 4.8)),
+            curve("baseline", 2, (100, 6.2), (180, 5.4)), curve("keep-all", 2, (100, 5.6), (200, 4.6)),
+            curve("baseline-cosine-0.4", 1, (80, 6.5)), curve("baseline-cosine-0.4", 2, (80, 6.7))]
+    table = report.equal_token_table(runs, interval=100)
+    # Seed 2's stock run ends at 18,000 tokens: there every whole-budget run compares, on both seeds; at 20,000
+    # the stock task has one seed only, so no mean.
+    assert "common end of the runs of the whole budget, 0.018M" in table
+    assert "| baseline | 6.100 | 5.300 (5.200 / 5.400) | - |" in table
+    assert "| keep-all | 5.700 | 4.900 (5.000 / 4.800) | 4.700 |" in table
+    # A shorter budget does not move the common end; where it does not span a count, "-".
+    assert "| baseline-cosine-0.4 | - | - | - |" in table
 
 
 def test_validations_are_tabulated_at_equal_update_counts():
@@ -402,10 +460,22 @@ def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(smoke_run, tmp
 def test_the_overhead_benchmark_times_every_arm_on_its_own_batches(prepared_data, tmp_path):
     output = tmp_path / "overhead.json"
     run_script("scripts/benchmark_overhead.py", "--data", prepared_data, "--preset", "smoke", "--block-updates", "3",
-               "--blocks", "1", "--arms", "keep-all", "learnable", "keep-all-stock-batches", "--output", str(output))
+               "--blocks", "2", "--sessions", "3", "--arms", "keep-all@0.7", "learnable", "keep-all-stock-batches",
+               "baseline-cosine-0.6", "--output", str(output))
     result = json.loads(output.read_text())
+    # The stock task's budget-matched variant is timed as the stock task; every arm once, whatever its budget.
     assert list(result["median_seconds_per_update"]) == ["baseline", "keep-all", "learnable", "keep-all-stock-batches"]
-    assert all(ratio > 0 for ratio in result["ratio_to_baseline"].values())
+    # Three sessions, each building every arm afresh and timing them in another order.
+    sessions = result["sessions"]
+    assert [session["order"][0] for session in sessions] == ["baseline", "keep-all", "learnable"]
+    for arm, ratio in result["ratio_to_baseline"].items():
+        per_session = [session["median_seconds_per_update"][arm] / session["median_seconds_per_update"]["baseline"]
+                       for session in sessions]
+        assert all(len(session["seconds_per_update"][arm]) == 2 for session in sessions)
+        assert ratio == pytest.approx({"median": sorted(per_session)[1], "low": min(per_session),
+                                       "high": max(per_session)})
+    assert result["ratio_to_baseline"]["baseline"] == {"median": 1.0, "low": 1.0, "high": 1.0}
+    assert "| learnable |" in (tmp_path / "overhead.md").read_text()
     assert result["cpu"]["learnable"]["assistant_updates"] > 0 and result["cpu"]["baseline"] == {}
     # learnable selects from epoch 2 (after the default warm-up epoch): that regime is the one timed.
     assert result["timed_from_epoch"] == {"baseline": 1, "keep-all": 2, "learnable": 2, "keep-all-stock-batches": 2}

@@ -69,6 +69,8 @@ QUICK_ARMS = ["baseline", "assistant", "assistant-iw", "infobatch", "uniform", "
 PACKING_ARMS = ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all-shuffled-fixed",
                 "keep-all"]
 FRONTIER_BASELINES = ["baseline-cosine-0.4", "baseline-cosine-0.5", "baseline-cosine-0.6", "baseline-cosine-0.8"]
+NOISY_RECIPE = dict(arch="small", max_update=1600, max_tokens=2048, lr=2e-3, warmup_updates=300, lr_scheduler="cosine",
+                    seeds=[1, 2], bleu_levels=[15, 20, 25], validate_interval_updates=200, noisy=True)
 
 # Updates of one stock pass over Tatoeba's training split (906 batches of 2,048 tokens), and the few-pass budget:
 # five passes, where the stock curve bends (docs/results/benchmark-tatoeba/README.md).
@@ -89,10 +91,18 @@ PRESETS = {
                           arms=["baseline", *FRONTIER_BASELINES, "keep-all", "keep-all@0.6", "keep-all-fixed@0.6",
                                 "keep-all-stock-sort@0.6", "keep-all-shuffled-fixed@0.6", "assistant@0.6",
                                 "uniform@0.6", "infobatch@0.6", "learnable@0.6", "uniform-0.85@0.6"]),
-    "multi30k-noisy": dict(arch="small", max_update=1600, max_tokens=2048, lr=2e-3, warmup_updates=300,
-                           seeds=[1, 2], bleu_levels=[15, 20, 25], validate_interval_updates=200, noisy=True,
-                           arms=["baseline", "oracle-clean", "keep-all", "uniform-0.85", "learnable",
-                                 "predicted-learnable-pairs"]),
+    # Noisy Multi30K copies (scripts/make_noisy_corpus.py): every run annealing at its budget, the stock frontier of
+    # five budgets, the rules at 0.7 of the budget (as on Tatoeba) so that the frontier can place them; the same
+    # recipe on a copy prepared with --clean (its corrupted pairs mostly gone), with fewer arms.
+    "multi30k-noisy": dict(NOISY_RECIPE, arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "learnable@0.7",
+                                               "uniform-0.85@0.7", "oracle-clean@0.7", "predicted-learnable-pairs@0.7"]),
+    "multi30k-noisy-cleaned": dict(NOISY_RECIPE, arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7",
+                                                       "learnable@0.7"]),
+    # The noisy preset until 2026-12-03 (inverse square root, every arm the whole budget, no frontier):
+    # the recipe of the runs recorded under docs/results/benchmark-multi30k-noisy/ before the cosine reruns.
+    "multi30k-noisy-inverse-sqrt": dict(NOISY_RECIPE, lr_scheduler="inverse_sqrt",
+                                        arms=["baseline", "oracle-clean", "keep-all", "uniform-0.85", "learnable",
+                                              "predicted-learnable-pairs"]),
     "packing": dict(arch="small", max_update=400, max_tokens=2048, lr=2e-3, warmup_updates=300, seeds=[1, 2],
                     bleu_levels=[5, 10], validate_interval_updates=100, arms=PACKING_ARMS),
     # Tatoeba de-en (scripts/prepare_tatoeba.py), the few-pass regime: rationale in docs/results/benchmark-tatoeba/.
@@ -142,6 +152,14 @@ def in_table_order(arms):
     """``arms`` in the order of ARMS, each arm's budget variants after it, largest budget first."""
     names = list(ARMS)
     return sorted(set(arms), key=lambda arm: (names.index(arm.partition("@")[0]), -arm_spec(arm).get("budget", 1.0)))
+
+
+def timed_arms(arms):
+    """The arms whose time per update ``arms`` need, the stock task first: each arm once whatever its budget, the
+    stock task's schedule variants (budget-matched or not) as ``baseline``, which updates as they do."""
+    names = [arm.partition("@")[0] for arm in arms]
+    stock_variants = {name for name in names if ARMS[name]["policy"] is None and not ARMS[name].get("clean_only")}
+    return ["baseline"] + [name for name in dict.fromkeys(names) if name not in stock_variants | {"baseline"}]
 
 
 def budget_matched(arm):

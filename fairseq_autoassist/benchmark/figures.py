@@ -13,9 +13,14 @@ One pipeline and one definition of each figure:
   the full baseline), each at its cost and its best figure. An arm's cost is set against the cost at which the
   frontier reaches the arm's figure, interpolated between budgets linearly in the logarithm of the cost: a
   concave curve through the measured points, where a straight line between two points of a concave learning
-  curve lies below it and overstates what a stock run needs. A figure below the smallest budget's is ``BELOW``
-  (no saving), one above the full baseline's is ``ABOVE`` (beyond what the frontier measures); every seed counts
-  in the summary, as a value or as one of these two.
+  curve lies below it and overstates what a stock run needs. A figure below the smallest budget's gives a ratio
+  of at least the arm's cost over that budget's (``BELOW``: no saving it can measure), one above the full
+  baseline's a ratio of at most the arm's cost over the full run's (``ABOVE``); an arm that never reaches the
+  stock run's best validation BLEU, at least its whole cost over the cost at which the stock run did. Such a ratio
+  is a ``Bound`` at its limit, and every mean counts every seed, bounds included (``summarize``).
+* Seconds are updates times each arm's isolated time per update over the stock task's, timed by the one timing
+  rule (``scripts/benchmark_overhead.py``: every arm of a preset together, in at least three sessions): the median
+  session's, and the range over the sessions beside it (``_low``, ``_high``).
 """
 
 import math
@@ -27,6 +32,18 @@ from .arms import arm_spec, budget_matched
 
 BELOW, ABOVE = "below", "above"
 COSTS = ("updates", "target_tokens")
+# Timing sessions the one timing rule needs for a range (scripts/benchmark_overhead.py).
+MIN_TIMING_SESSIONS = 3
+
+
+class Bound(float):
+    """A ratio known only from one side: the true ratio is at least this value (``side`` BELOW: the arm falls
+    short of what the measured stock runs reach) or at most it (``side`` ABOVE: beyond them)."""
+
+    def __new__(cls, value, side):
+        bound = super().__new__(cls, value)
+        bound.side = side
+        return bound
 
 
 def best(points, key):
@@ -40,11 +57,31 @@ def best(points, key):
 # The measures on which an arm is placed on the budget frontier, each a score where higher is better (None where
 # the run lacks it). Greedy validation BLEU moves by up to 0.9 between neighbouring validations on Multi30K; the
 # lowest validation loss and the beam-5 test BLEU of the best checkpoint check whether a saving it shows is real.
+def best_checkpoint_tested(run):
+    """Whether ``run``'s test BLEU is that of the checkpoint of its best validation BLEU: recorded
+    (``test_checkpoint_updates``, from scripts/evaluate_bleu.py, at a validation of the best BLEU) or, for a run
+    recorded before that, implied (every validation at an epoch end, each with its checkpoint, fairseq keeping the
+    best). A run validated between epoch ends without a checkpoint there was tested on an epoch end's."""
+    top = best(run["validations"], "valid_bleu")
+    if top is None:
+        return False
+    tested = run.get("test_checkpoint_updates")
+    if tested is not None:
+        return any(point["updates"] == tested and point["valid_bleu"] == top for point in run["validations"])
+    epoch_ends = {row["updates"] for row in run.get("epochs", [])}
+    return all(point["updates"] in epoch_ends for point in run["validations"])
+
+
+def test_bleu(run):
+    """The test BLEU of ``run``'s best checkpoint, None where another checkpoint was tested."""
+    return run.get("test_bleu") if best_checkpoint_tested(run) else None
+
+
 MEASURES = {
     "valid_bleu": lambda run: best(run["validations"], "valid_bleu"),
     "valid_loss": lambda run: None if best(run["validations"], "valid_loss") is None
     else -best(run["validations"], "valid_loss"),
-    "test_bleu": lambda run: run.get("test_bleu"),
+    "test_bleu": test_bleu,
 }
 
 
@@ -124,11 +161,11 @@ def budget_frontier(stock_runs, score, cost="updates"):
 
 def frontier_ratio(spent, value, frontier):
     """``spent`` over the cost at which ``frontier`` reaches ``value`` (linear in the logarithm of the cost between
-    budgets), or BELOW / ABOVE where ``value`` lies outside it."""
+    budgets); where ``value`` lies outside it, a ``Bound`` at the frontier's nearer end."""
     if value < frontier[0][1]:
-        return BELOW
+        return Bound(spent / frontier[0][0], BELOW)
     if value > frontier[-1][1]:
-        return ABOVE
+        return Bound(spent / frontier[-1][0], ABOVE)
     for (low_cost, low), (high_cost, high) in zip(frontier, frontier[1:]):
         if low <= value <= high:
             share = (value - low) / (high - low) if high > low else 0.0
@@ -150,11 +187,12 @@ def on_frontier(arm):
     return arm == "baseline" or budget_matched(arm)
 
 
-def derive(runs, budget, bleu_levels=(), seconds_per_update=None):
+def derive(runs, budget, bleu_levels=(), time_per_update=None):
     """Every figure of each arm against the stock runs of the same seed, then mean and spread over seeds
-    (``summarize``). ``budget``: the preset's updates; ``seconds_per_update``: optional ``{arm: isolated seconds
-    per update, or any figure proportional to it}`` (``baseline`` among them), which adds the cost in seconds."""
-    seconds_per_update = seconds_per_update or {}
+    (``summarize``). ``budget``: the preset's updates; ``time_per_update``: optional ``{arm: {"median", "low",
+    "high"}}``, each arm's isolated time per update over the stock task's, in the median session and the range
+    over the sessions (``scripts/benchmark.py``'s ``read_time_per_update``), which adds the cost in seconds."""
+    time_per_update = time_per_update or {}
     baselines = {run["seed"]: run for run in runs if run["arm"] == "baseline" and run["validations"]}
     matched = {(run["seed"], arm_spec(run["arm"])["budget"]): run for run in runs
                if budget_matched(run["arm"]) and run["validations"]}
@@ -170,18 +208,18 @@ def derive(runs, budget, bleu_levels=(), seconds_per_update=None):
         base = baselines.get(run["seed"])
         if base is None or not run["validations"]:
             continue
-        figures = run_figures(run, base, budget, bleu_levels, seconds_per_update)
+        timing = time_per_update.get(run["arm"].partition("@")[0])  # ARM@FRACTION updates as ARM does
+        figures = run_figures(run, base, budget, bleu_levels, timing)
         figures.update(budget_comparisons(run, base, matched, budget))
         if not on_frontier(run["arm"]):
-            figures.update(frontier_figures(run, frontiers, figures.get("seconds_per_update_ratio"), scores))
+            figures.update(frontier_figures(run, frontiers, timing, scores))
         per_arm.setdefault(run["arm"], []).append(figures)
     return summarize(per_arm)
 
 
-def frontier_figures(run, frontiers, seconds_per_update_ratio, scores):
+def frontier_figures(run, frontiers, timing, scores):
     """``run`` on its seed's budget frontiers, per measure of ``scores`` and cost (``frontier_ratio``), and in
-    seconds (the update figure times the arm's isolated seconds per update over the stock task's) when that ratio
-    is known."""
+    seconds (``in_seconds``) when the arm's ``timing`` is known."""
     figures = {}
     for measure, score in scores.items():
         value = score(run)
@@ -189,23 +227,41 @@ def frontier_figures(run, frontiers, seconds_per_update_ratio, scores):
             frontier = frontiers[(run["seed"], measure, cost)]
             if frontier and value is not None:
                 figures[f"frontier_{cost}_{measure}"] = frontier_ratio(run_cost(run, cost), value, frontier)
-        by_updates = figures.get(f"frontier_updates_{measure}")
-        if seconds_per_update_ratio is not None and by_updates is not None:
-            figures[f"frontier_seconds_{measure}"] = by_updates * seconds_per_update_ratio \
-                if isinstance(by_updates, float) else by_updates
+        figures.update(in_seconds(f"frontier_seconds_{measure}", figures.get(f"frontier_updates_{measure}"), timing))
     return figures
 
 
-def _seconds_ratio(arm, seconds_per_update):
-    """The arm's isolated seconds per update over the stock task's (an ``ARM@FRACTION`` updates as ARM does)."""
-    return _ratio(seconds_per_update.get(arm.partition("@")[0]), seconds_per_update.get("baseline"))
+RANGE = {"": "median", "_low": "low", "_high": "high"}
+
+
+def in_seconds(key, by_updates, timing):
+    """A ratio of updates ``by_updates`` in seconds: times the arm's time per update over the stock task's in the
+    median timing session (``key``) and at the ends of their range (``key_low``, ``key_high``); {} without both."""
+    if by_updates is None or timing is None:
+        return {}
+    side = getattr(by_updates, "side", None)
+    return {key + suffix: Bound(by_updates * timing[stat], side) if side else by_updates * timing[stat]
+            for suffix, stat in RANGE.items()}
+
+
+def reach_ratio(points, base_points, cost, level, spent):
+    """``cost`` at which ``points`` first reach validation BLEU ``level`` over the baseline's; for an arm that
+    never does, at least its whole cost ``spent`` over the baseline's (a ``Bound``); None where the baseline never
+    reaches ``level``."""
+    reference = first_reaching(base_points, cost, level) if level is not None else None
+    if not reference:
+        return None
+    reach = first_reaching(points, cost, level)
+    if reach is None:
+        return Bound(spent / reference, BELOW) if spent else None
+    return reach / reference
 
 
 def level_key(cost, level):
     return f"{cost}_ratio_at_bleu_{level:g}"
 
 
-def run_figures(run, base, budget, bleu_levels, seconds_per_update):
+def run_figures(run, base, budget, bleu_levels, timing):
     """The figures of ``run`` on its own and against the full baseline ``base`` of its seed."""
     points, base_points = with_tokens(run), with_tokens(base)
     target = best(base_points, "valid_bleu")
@@ -215,7 +271,7 @@ def run_figures(run, base, budget, bleu_levels, seconds_per_update):
         "target_bleu": target,
         "best_valid_bleu": best(points, "valid_bleu"),
         "lowest_valid_loss": best(points, "valid_loss"),
-        "test_bleu": run.get("test_bleu"),
+        "test_bleu": test_bleu(run),
         "tokens_per_update": _ratio(spent_tokens, spent_updates),
         "tokens_per_update_ratio": _ratio(_ratio(spent_tokens, spent_updates),
                                           _ratio(run_cost(base, "target_tokens"), run_cost(base, "updates"))),
@@ -225,15 +281,13 @@ def run_figures(run, base, budget, bleu_levels, seconds_per_update):
         "final_valid_loss": points[-1]["valid_loss"],
     }
     for cost in COSTS:
-        figures[f"{cost}_ratio"] = _ratio(first_reaching(points, cost, target), first_reaching(base_points, cost, target)) \
-            if target is not None else None
+        spent = run_cost(run, cost)
+        figures[f"{cost}_ratio"] = reach_ratio(points, base_points, cost, target, spent)
         for level in bleu_levels:
-            figures[level_key(cost, level)] = _ratio(first_reaching(points, cost, level),
-                                                     first_reaching(base_points, cost, level))
-    seconds = _seconds_ratio(run["arm"], seconds_per_update)
-    if seconds is not None:
-        figures["seconds_per_update_ratio"] = seconds
-        figures["seconds_ratio"] = None if figures["updates_ratio"] is None else figures["updates_ratio"] * seconds
+            figures[level_key(cost, level)] = reach_ratio(points, base_points, cost, level, spent)
+    if timing is not None:
+        figures["seconds_per_update_ratio"] = timing["median"]
+        figures.update(in_seconds("seconds_ratio", figures["updates_ratio"], timing))
     epochs = run.get("epochs", [])
     if epochs and epochs[-1].get("selection_cpu_share") is not None:
         figures["selection_cpu_share"] = epochs[-1]["selection_cpu_share"]
@@ -276,8 +330,8 @@ def budget_comparisons(run, base, matched, budget):
 
 def summarize(per_arm):
     """Per arm and figure, over the seeds to which the figure applies (absent where it does not): the mean and
-    spread of the values, how many seeds reached it (None: not reached) and how many lie BELOW or ABOVE the
-    budget frontier."""
+    spread of every seed's value, bounds included, how many seeds have one (``reached``; None: not measured) and
+    how many of them are a ``Bound`` of each side (``below``: at least; ``above``: at most)."""
     summary = {}
     for arm, seeds in per_arm.items():
         summary[arm] = {}
@@ -285,9 +339,10 @@ def summarize(per_arm):
             applying = [figures[key] for figures in seeds if key in figures]
             values = [value for value in applying if isinstance(value, (int, float))]
             summary[arm][key] = {
-                "mean": statistics.mean(values) if values else None,
-                "spread": (max(values) - min(values)) if len(values) > 1 else 0.0,
+                "mean": statistics.mean(map(float, values)) if values else None,
+                "spread": float(max(values) - min(values)) if len(values) > 1 else 0.0,
                 "reached": len(values), "seeds": len(applying),
-                "below": applying.count(BELOW), "above": applying.count(ABOVE),
+                "below": sum(getattr(value, "side", None) == BELOW for value in values),
+                "above": sum(getattr(value, "side", None) == ABOVE for value in values),
             }
     return summary

@@ -8,31 +8,36 @@ import statistics
 import numpy as np
 
 from .arms import arm_spec, in_table_order
-from .figures import COSTS, MEASURES, level_key, run_cost, with_tokens
+from .figures import COSTS, MEASURES, best_checkpoint_tested, level_key, run_cost, with_tokens
 
 
-def cell(stat, digits=2, unreached="not reached"):
-    """A table cell: the mean (± half the range over seeds) of the seeds with a value, and how the others stand:
-    not reached, no saving (below the budget frontier) or beyond the full baseline (above it); "-" where the
-    figure does not apply to the arm (``stat`` None)."""
+def cell(stat, digits=2):
+    """A table cell: the mean over every seed with a value (± half the range), ">= " or "<= " where some of them are
+    only bounds of one side (an arm short of or beyond what the stock runs measure), and n beside a mean that is not
+    over all seeds; "-" where the figure does not apply to the arm (``stat`` None)."""
     if stat is None:
         return "-"
-    outside = {"not reached": stat["seeds"] - stat["reached"] - stat.get("below", 0) - stat.get("above", 0),
-               "no saving": stat.get("below", 0), "beyond the full baseline": stat.get("above", 0)}
-    if unreached != "not reached":
-        outside[unreached] = outside.pop("not reached") + outside.get(unreached, 0)
     if stat["mean"] is None:
-        named = [(name, count) for name, count in outside.items() if count]
-        if len(named) < 2:
-            return named[0][0] if named else unreached
-        return ", ".join(f"{count} {name}" for name, count in named)
-    text = f"{stat['mean']:.{digits}f}"
+        return "not measured"
+    below, above = stat.get("below", 0), stat.get("above", 0)
+    text = (">= " if below and not above else "<= " if above and not below else "") + f"{stat['mean']:.{digits}f}"
     if stat["reached"] > 1:
         text += f" ± {stat['spread'] / 2:.{digits}f}"
-    others = [f"{count} {name}" for name, count in outside.items() if count]
-    if others:
-        text += f" ({stat['reached']}/{stat['seeds']} seeds; " + ", ".join(others) + ")"
-    return text
+    notes = [f"n={stat['reached']} of {stat['seeds']}"] if stat["reached"] < stat["seeds"] else []
+    if below and above:
+        notes.append(f"{below} at least, {above} at most: no bound")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def seconds_cell(figures, key, digits=2):
+    """The cell of a seconds figure ``key`` of one arm's ``figures``: the median timing session's, and the range
+    over the sessions in brackets."""
+    if key not in figures:
+        return "-"
+    low, high = figures.get(key + "_low"), figures.get(key + "_high")
+    if low is None or high is None or low["mean"] is None:
+        return cell(figures[key], digits)
+    return f"{cell(figures[key], digits)} [{low['mean']:.{digits}f}-{high['mean']:.{digits}f}]"
 
 
 def bucket_labels(edges, unit=""):
@@ -64,7 +69,7 @@ def main_table(summary, timed):
     for arm in in_table_order(summary):
         s = summary[arm]
         cells = [cell(s["tokens_per_update_ratio"], 3), cell(s["updates_ratio"]), cell(s["target_tokens_ratio"])]
-        cells += [cell(s.get("seconds_ratio"))] if timed else []
+        cells += [seconds_cell(s, "seconds_ratio")] if timed else []
         cells += [cell(s["best_valid_bleu"]), cell(s["lowest_valid_loss"], 3), cell(s["test_bleu"]),
                   cell(s["bleu_by_0.6"]), cell(s["bleu_by_0.8"]), cell(s["bleu_by_end"]), cell(s["final_valid_loss"], 3),
                   cell(s.get("beats_budget_0.8")), cell(s.get("beats_same_budget")), cell(s.get("plateau_gain"))]
@@ -81,10 +86,20 @@ def frontier_table(summary, timed):
                       if key.startswith(prefix) and key[len(prefix):] not in MEASURES})
     shown = [*MEASURES, *further]
     header = [f"by {measure.replace('_', ' ')}: {cost.replace('_', ' ')}" for measure in shown for cost in costs]
-    rows = [_row(arm, [cell(summary[arm].get(f"frontier_{cost}_{measure}"), unreached="no saving")
-                       for measure in shown for cost in costs])
+    rows = [_row(arm, [seconds_cell(summary[arm], f"frontier_{cost}_{measure}") if cost == "seconds"
+                       else cell(summary[arm].get(f"frontier_{cost}_{measure}")) for measure in shown for cost in costs])
             for arm in in_table_order(summary) if any(key.startswith("frontier_") for key in summary[arm])]
     return [_row("arm", header), "|---" * (len(header) + 1) + "|", *rows] if rows else []
+
+
+def _tokens_per_update_sentence(summary):
+    """What the plugin's batches hold per update against the stock task's, from the summary's own figures."""
+    ratios = [summary[arm]["tokens_per_update_ratio"]["mean"] for arm in summary
+              if arm_spec(arm)["policy"] is not None and summary[arm]["tokens_per_update_ratio"]["mean"] is not None]
+    if not ratios:
+        return "no arm of the plugin here"
+    return (f"the plugin's batches here carry {min(ratios):.2f}-{max(ratios):.2f} of the stock task's target tokens "
+            "per update, so ratios of updates alone would misstate them")
 
 
 def markdown(summary, record, machine, budget, bleu_levels=(), timed=False):
@@ -97,13 +112,18 @@ def markdown(summary, record, machine, budget, bleu_levels=(), timed=False):
     lines += [
         f"Machine: {machine}", "",
         "Every figure comes from every validation of a run (one definition of \"best\"), mean ± half the range "
-        "over seeds. Ratios are against the stock translation task of the same seed, by updates and by target "
-        "tokens trained on (the plugin's batches carry more target tokens per update than the stock task's)"
-        + ("; seconds are updates times each arm's isolated seconds per update on its own batches "
-           "(scripts/benchmark_overhead.py), never the wall time of runs that shared a machine" if timed else
+        "over every seed; \">= \" or \"<= \": some seeds give only a bound there (an arm that never reaches a level "
+        "counts as reaching it at its end, one outside the frontier of stock budgets at its end), n=k of m: only k "
+        "seeds have the figure. Ratios are against the stock translation task of the same seed, by updates and by "
+        f"target tokens trained on ({_tokens_per_update_sentence(summary)})"
+        + ("; seconds are updates times each arm's isolated time per update on its own batches over the stock "
+           "task's (scripts/benchmark_overhead.py: every arm of the preset timed together in several sessions), in "
+           "the median session, [the range over the sessions] beside it: a saving in seconds holds only where the "
+           "whole range is under 1; never the wall time of runs that shared a machine" if timed else
            "; no time column: give --seconds-per-update the output of scripts/benchmark_overhead.py")
         + f". Every arm trains {budget} updates but a budget-matched baseline and an ARM@FRACTION, which train for "
-        "that fraction of them. The test BLEU is that of the checkpoint of the best validation BLEU.", "",
+        "that fraction of them. The test BLEU is that of the checkpoint of the best validation BLEU; a run tested on "
+        "another checkpoint has none (the table of tested checkpoints below).", "",
         *main_table(summary, timed),
     ]
     frontier = frontier_table(summary, timed)
@@ -112,8 +132,9 @@ def markdown(summary, record, machine, budget, bleu_levels=(), timed=False):
             "", "The budget frontier: the cost at which a stock baseline annealing at that budget reaches the arm's "
             "best validation BLEU, its lowest validation loss or its test BLEU, interpolated between the budget-matched "
             "and the full baselines of its seed linearly in the logarithm of the cost; the arm's cost over that (under "
-            "1: it saves). \"no saving\": below the smallest budget's figure; \"beyond the full baseline\": above the "
-            "full baseline's, where the frontier cannot say what a stock run would need. Every seed is counted.", "",
+            "1: it saves). \">= \": some seeds fall below the smallest budget's figure, and count at the arm's cost over "
+            "that budget's; \"<= \": some stand above the full baseline's, where the frontier cannot say what a stock run "
+            "would need, and count at the arm's cost over the full run's. Every seed is counted.", "",
             *frontier]
     noisy = [arm for arm in arms if "kept_share_noisy" in summary[arm]]
     if noisy:
@@ -143,6 +164,28 @@ def markdown(summary, record, machine, budget, bleu_levels=(), timed=False):
                   "|---" * (len(header) + 1) + "|"]
         lines += [_row(arm, [cell(summary[arm][level_key(cost, level)]) for level in bleu_levels for cost in COSTS])
                   for arm in arms]
+    return "\n".join(lines) + "\n"
+
+
+def test_checkpoint_table(runs):
+    """Per arm and seed, the update count of the checkpoint whose test BLEU the run reports, and whether it is the
+    best validation's (``figures.best_checkpoint_tested``; the others' test BLEU is left out of every figure)."""
+    seeds = sorted({run["seed"] for run in runs})
+    lines = ["", "The checkpoint each run was tested on (update count; \"best\": its best validation BLEU's; "
+             "\"not the best\": an epoch end's, so its test BLEU is left out):", "",
+             "| arm | " + " | ".join(f"seed {seed}" for seed in seeds) + " |", "|---|" + "---|" * len(seeds)]
+    by_key = {(run["arm"], run["seed"]): run for run in runs}
+    for arm in in_table_order(run["arm"] for run in runs):
+        cells = []
+        for seed in seeds:
+            run = by_key.get((arm, seed))
+            if run is None:
+                cells.append("-")
+                continue
+            where = run.get("test_checkpoint_updates")
+            where = "an epoch end" if where is None else str(where)
+            cells.append(f"{where}, {'best' if best_checkpoint_tested(run) else 'not the best'}")
+        lines.append(_row(arm, cells))
     return "\n".join(lines) + "\n"
 
 
@@ -177,8 +220,10 @@ def equal_update_table(runs, interval):
 
 def equal_token_table(runs, interval):
     """Validation loss of every arm at equal target tokens trained on, interpolated between its validations: the
-    multiples of ``interval`` updates at the stock baseline's mean target tokens per update, mean over the seeds
-    whose run spans each ("-" outside it). At most MAX_UPDATE_COLUMNS columns, as in ``equal_update_table``."""
+    multiples of ``interval`` updates at the stock baseline's mean target tokens per update, and the most tokens that
+    every run of the whole budget reaches (the common end, where every such arm compares on all its seeds). A cell
+    is the mean over every seed of the arm, "-" where any seed's run does not span that count. At most
+    MAX_UPDATE_COLUMNS multiples, as in ``equal_update_table``, and the common end."""
     stock = [run for run in runs if run["arm"] == "baseline" and run.get("epochs")]
     if not interval or not stock:
         return ""
@@ -189,10 +234,15 @@ def equal_token_table(runs, interval):
     longest = max((curve[-1][0] for curve in curves if curve), default=0.0)
     grid = [step * k for k in range(1, int(longest // step) + 1)]
     grid = grid[::-1][::max(1, math.ceil(len(grid) / MAX_UPDATE_COLUMNS))][::-1]
+    whole_budget = [curve[-1][0] for run, curve in zip(runs, curves) if curve and "budget" not in arm_spec(run["arm"])]
+    common_end = min(whole_budget) if whole_budget else None
+    grid = sorted(set(grid) | ({common_end} if common_end else set()))
     if not grid:
         return ""
-    lines = ["", f"Validation loss at equal target tokens trained on (millions; interpolated between validations, "
-             f"mean over seeds; one column per {interval} stock updates):", "",
+    lines = ["", "Validation loss at equal target tokens trained on (millions; interpolated between validations, "
+             f"mean over every seed, \"-\" where a seed's run does not span it; one column per {interval} stock "
+             "updates" + (f", and the common end of the runs of the whole budget, {common_end / 1e6:.3f}M, with each "
+                          "seed's value" if common_end else "") + "):", "",
              "| arm | " + " | ".join(f"{tokens / 1e6:.2f}M" for tokens in grid) + " |", "|---|" + "---|" * len(grid)]
     for arm in in_table_order(run["arm"] for run in runs):
         arm_curves = [curve for run, curve in zip(runs, curves) if run["arm"] == arm and curve]
@@ -200,7 +250,13 @@ def equal_token_table(runs, interval):
         for tokens in grid:
             spanning = [float(np.interp(tokens, *zip(*curve))) for curve in arm_curves
                         if curve[0][0] <= tokens <= curve[-1][0]]
-            cells.append(f"{statistics.mean(spanning):.3f}" if spanning else "-")
+            if not spanning or len(spanning) < len(arm_curves):
+                cells.append("-")
+                continue
+            text = f"{statistics.mean(spanning):.3f}"
+            if tokens == common_end and len(spanning) > 1:
+                text += " (" + " / ".join(f"{value:.3f}" for value in spanning) + ")"
+            cells.append(text)
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
