@@ -29,8 +29,14 @@ def tiny_recipe(data, save_dir, policy="assistant", max_epoch=2, max_update=0, m
     ) + ["--no-progress-bar"]
 
 
-def fairseq_train(data, save_dir, *extra, policy="assistant", max_epoch=2, max_update=0, check=True):
+def fairseq_train(data, save_dir, *extra, policy="assistant", max_epoch=2, max_update=0, check=True,
+                  default_workers=False):
+    """fairseq-train with the tiny recipe; ``default_workers``: without the recipe's --num-workers 0, so with
+    fairseq's default data loader worker, as a user's command runs."""
     args = tiny_recipe(data, save_dir, policy, max_epoch, max_update)
+    if default_workers:
+        at = args.index("--num-workers")
+        del args[at : at + 2]
     return run_script("-m", "fairseq_cli.train", *args, *extra, check=check)
 
 
@@ -116,12 +122,19 @@ def test_autoassist_shrinks_epochs_resumes_and_generates(prepared_data, tmp_path
         assert json.load(f)["test_set"] == "test_2017_flickr"
 
 
-def test_mid_epoch_resume_continues_exactly_like_an_uninterrupted_run(prepared_data, tmp_path):
-    reference = losses_by_update(fairseq_train(prepared_data, tmp_path / "a", *SYNC_ASSISTANT, max_epoch=3).stdout)
+@pytest.mark.parametrize("default_workers", [False, True], ids=["no-workers", "fairseqs-default-worker"])
+def test_mid_epoch_resume_continues_exactly_like_an_uninterrupted_run(prepared_data, tmp_path, default_workers):
+    def train(save_dir, **kwargs):
+        return losses_by_update(fairseq_train(prepared_data, save_dir, *SYNC_ASSISTANT, max_epoch=3,
+                                              default_workers=default_workers, **kwargs).stdout)
+
+    reference = train(tmp_path / "a")
     per_epoch = len(reference) // 3
     stop_at = max(update for update in reference if update < 1.5 * per_epoch + 1)  # inside epoch 2
-    fairseq_train(prepared_data, tmp_path / "b", *SYNC_ASSISTANT, max_epoch=3, max_update=stop_at)
-    resumed = losses_by_update(fairseq_train(prepared_data, tmp_path / "b", *SYNC_ASSISTANT, max_epoch=3).stdout)
+    train(tmp_path / "b", max_update=stop_at)
+    # A data loader worker prefetches as soon as it starts: the resumed epoch must not start it before the
+    # checkpoint's selection state is back, or it trains the epoch's first batches again.
+    resumed = train(tmp_path / "b")
     assert min(resumed) == stop_at + 1
     assert resumed == {u: loss for u, loss in reference.items() if u > stop_at}
 

@@ -54,9 +54,6 @@ def best(points, key):
     return min(values) if key == "valid_loss" else max(values)
 
 
-# The measures on which an arm is placed on the budget frontier, each a score where higher is better (None where
-# the run lacks it). Greedy validation BLEU moves by up to 0.9 between neighbouring validations on Multi30K; the
-# lowest validation loss and the beam-5 test BLEU of the best checkpoint check whether a saving it shows is real.
 def best_checkpoint_tested(run):
     """Whether ``run``'s test BLEU is that of the checkpoint of its best validation BLEU: recorded
     (``test_checkpoint_updates``, from scripts/evaluate_bleu.py, at a validation of the best BLEU) or, for a run
@@ -72,16 +69,19 @@ def best_checkpoint_tested(run):
     return all(point["updates"] in epoch_ends for point in run["validations"])
 
 
-def test_bleu(run):
+def best_checkpoint_test_bleu(run):
     """The test BLEU of ``run``'s best checkpoint, None where another checkpoint was tested."""
     return run.get("test_bleu") if best_checkpoint_tested(run) else None
 
 
+# The measures on which an arm is placed on the budget frontier, each a score where higher is better (None where
+# the run lacks it). Greedy validation BLEU moves by up to 0.9 between neighbouring validations on Multi30K; the
+# lowest validation loss and the beam-5 test BLEU of the best checkpoint check whether a saving it shows is real.
 MEASURES = {
     "valid_bleu": lambda run: best(run["validations"], "valid_bleu"),
     "valid_loss": lambda run: None if best(run["validations"], "valid_loss") is None
     else -best(run["validations"], "valid_loss"),
-    "test_bleu": test_bleu,
+    "test_bleu": best_checkpoint_test_bleu,
 }
 
 
@@ -93,7 +93,8 @@ def measures(runs):
 
 
 def _other_test_bleu(name):
-    return lambda run: (run.get("other_test_bleu") or {}).get(name)
+    """The further test set ``name``'s BLEU of a run's best checkpoint (tested on the same checkpoint as its test)."""
+    return lambda run: (run.get("other_test_bleu") or {}).get(name) if best_checkpoint_tested(run) else None
 
 
 def with_validations(run):
@@ -271,7 +272,7 @@ def run_figures(run, base, budget, bleu_levels, timing):
         "target_bleu": target,
         "best_valid_bleu": best(points, "valid_bleu"),
         "lowest_valid_loss": best(points, "valid_loss"),
-        "test_bleu": test_bleu(run),
+        "test_bleu": best_checkpoint_test_bleu(run),
         "tokens_per_update": _ratio(spent_tokens, spent_updates),
         "tokens_per_update_ratio": _ratio(_ratio(spent_tokens, spent_updates),
                                           _ratio(run_cost(base, "target_tokens"), run_cost(base, "updates"))),

@@ -133,6 +133,15 @@ class _PlannedLengthCountingIterator(iterators.CountingIterator):
         """CountingIterator.__init__ assigns a total; the plan decides it instead."""
 
 
+def _started_at_the_first_batch(data_loader):
+    """The batches of ``data_loader``, whose iterator (and with ``--num-workers`` its worker processes, which
+    prefetch batch lists from the stream as soon as they start) is created only when the first batch is asked for.
+
+    fairseq builds a resumed epoch's iterator before it restores the task's checkpointed state; started there, the
+    workers would prefetch the first batches of a fresh stream and train them again after the restore."""
+    yield from data_loader
+
+
 class _EpochBatchSampler:
     """The batch sampler the DataLoader pulls from: this rank's share of one epoch of the stream.
 
@@ -203,4 +212,5 @@ class ShrinkingEpochBatchIterator(iterators.EpochBatchIterator):
             timeout=self.timeout,
             pin_memory=True,
         )
-        return _PlannedLengthCountingIterator(itr, start=offset, length_fn=sampler.batches_per_shard)
+        return _PlannedLengthCountingIterator(_started_at_the_first_batch(itr), start=offset,
+                                              length_fn=sampler.batches_per_shard)
