@@ -139,6 +139,35 @@ def test_mid_epoch_resume_continues_exactly_like_an_uninterrupted_run(prepared_d
     assert resumed == {u: loss for u, loss in reference.items() if u > stop_at}
 
 
+# The SHA-1 of every epoch's batches of the run below, recorded with the training step of commit 8e9c237, which
+# copied the ids and losses to the host before the backward pass: on the CPU the step that hands them over after
+# it must select exactly the same pairs, weights included.
+SELECTION_BEFORE_THE_HANDOFF = {
+    "assistant": [
+        (1, 25, "a99acd0f7282ee84fb14c5efbe2da85d9a3ee570"),
+        (2, 12, "baeac864f0673e096009dfb79da1b9897447121e"),
+        (3, 9, "b4c17d07cc7e3dd461eeb60f24bd3e6ea0c71d3c"),
+        (4, 12, "3a8d5add437ac886524ea8eaf642a70d5efc46c5"),
+    ],
+    "learnable": [
+        (1, 25, "a99acd0f7282ee84fb14c5efbe2da85d9a3ee570"),
+        (2, 20, "62142ab87257d4c628c962fc13924c79b8e032bb"),
+        (3, 20, "58dd53177f3439a8b3da4d9883d1a0bdcc6ecac0"),
+        (4, 22, "226b4e14039ef76f41a48ec05b30075727f6318c"),
+    ],
+}
+
+
+@pytest.mark.parametrize("policy", ["assistant", "learnable"])
+def test_on_the_cpu_the_training_step_selects_exactly_the_pairs_it_always_did(prepared_data, tmp_path, policy):
+    digest = tmp_path / "digest"
+    fairseq_train(prepared_data, tmp_path / "run", *SYNC_ASSISTANT, "--autoassist-importance-weighting",
+                  "--autoassist-digest-file", str(digest), policy=policy, max_epoch=4)
+    fields = (tmp_path / "digest.rank0").read_text().split()
+    epochs = [(int(epoch), int(batches), sha) for epoch, batches, sha in zip(fields[::3], fields[1::3], fields[2::3])]
+    assert epochs == SELECTION_BEFORE_THE_HANDOFF[policy]
+
+
 def test_sigkill_mid_epoch_loses_only_the_work_since_the_last_checkpoint(prepared_data, tmp_path):
     save_dir = tmp_path / "killed"
     command = [sys.executable, "-m", "fairseq_cli.train", *tiny_recipe(prepared_data, save_dir, max_epoch=4),

@@ -133,6 +133,20 @@ class _PlannedLengthCountingIterator(iterators.CountingIterator):
         """CountingIterator.__init__ assigns a total; the plan decides it instead."""
 
 
+# The key of a training batch's host-side copies: its pair ids and target lengths as NumPy arrays, which fairseq's
+# move of the batch to the GPU leaves on the host (it moves tensors only), so a training step reads them without
+# waiting for the device.
+HOST_SIDE = "autoassist_host"
+
+
+def collate_with_host_side(collater, pad, samples):
+    """``collater(samples)`` with ``HOST_SIDE``: the batch's ``ids`` and ``target_lengths`` (non-pad tokens)."""
+    batch = collater(samples)
+    if batch:
+        batch[HOST_SIDE] = {"ids": batch["id"].numpy(), "target_lengths": batch["target"].ne(pad).sum(1).numpy()}
+    return batch
+
+
 def _started_at_the_first_batch(data_loader):
     """The batches of ``data_loader``, whose iterator (and with ``--num-workers`` its worker processes, which
     prefetch batch lists from the stream as soon as they start) is created only when the first batch is asked for.

@@ -7,6 +7,7 @@ per-sentence losses from the Boss's single forward pass, which feed the Assistan
 optional importance weights. The options are declared in the core (``options``).
 """
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import List
@@ -22,8 +23,11 @@ from omegaconf import II
 from ..assistant import PairFeatures
 from ..compat import allow_fairseq_checkpoints, explain_unreadable_checkpoints
 from ..data.folders import check_data_folders, check_split, check_token_budget
-from ..data.iterator import ShrinkingEpochBatchIterator, corpus_side, pairs_per_chunk, token_budget_batcher, training_order
+from ..data.iterator import (HOST_SIDE, ShrinkingEpochBatchIterator, collate_with_host_side, corpus_side,
+                             pairs_per_chunk, token_budget_batcher, training_order)
+from ..distributed import world_size
 from ..errors import AutoAssistConfigError, report_config_errors_in_one_line
+from ..loss_handoff import LossHandOff, to_device_without_waiting
 from ..options import AutoAssistOptions, validate
 from ..runtime import AutoAssistRuntime
 from ..selection.policies import POLICIES
@@ -47,6 +51,7 @@ class AutoAssistTranslationTask(TranslationTask):
         super().__init__(cfg, src_dict, tgt_dict)
         self.runtime = None
         self.train_iterator = None
+        self.loss_handoff = None
         self._state_restored = False
         self._announced_start = False
 
@@ -116,7 +121,8 @@ class AutoAssistTranslationTask(TranslationTask):
             stream.chunks_per_pass,
         )
         self.train_iterator = ShrinkingEpochBatchIterator(
-            dataset=dataset, collate_fn=dataset.collater, stream=stream, dummy_batch=dummy_batch, seed=seed,
+            dataset=dataset, stream=stream, dummy_batch=dummy_batch, seed=seed,
+            collate_fn=functools.partial(collate_with_host_side, dataset.collater, self.tgt_dict.pad()),
             num_shards=num_shards, shard_id=shard_id, num_workers=num_workers, epoch=epoch,
         )
         return self.train_iterator
@@ -143,8 +149,10 @@ class AutoAssistTranslationTask(TranslationTask):
         return criterion
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        """One forward pass gives the (optionally weighted) training loss and every sentence's loss,
-        which goes to the runtime; a dummy batch (``ignore_grad``) reports nothing."""
+        """One forward pass gives the (optionally weighted) training loss and every sentence's loss, which goes to
+        the runtime after the backward pass has been queued (``loss_handoff``); the ids, lengths and weights come
+        from the host side of the batch, so nothing waits for the device before the backward pass. A dummy batch
+        (``ignore_grad``) reports nothing."""
         if not self.selection_enabled:
             return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         model.train()
@@ -152,17 +160,19 @@ class AutoAssistTranslationTask(TranslationTask):
         self.runtime.set_num_updates(update_num)
         target = sample["target"]
         batch_size = target.size(0)
-        ids = sample["id"].cpu().numpy()
-        target_lengths = target.ne(self.tgt_dict.pad()).sum(1)
+        ids = sample[HOST_SIDE]["ids"]
+        weights = None
+        if self.runtime.weighted:
+            weights = to_device_without_waiting(
+                self.runtime.loss_weights(ids, sample[HOST_SIDE]["target_lengths"]), target)
         with torch.autograd.profiler.record_function("forward"):
             with torch.amp.autocast(target.device.type, enabled=isinstance(optimizer, AMPOptimizer)):
                 net_output = model(**sample["net_input"])
                 token_loss, token_nll = criterion.compute_loss(model, net_output, sample, reduce=False)
                 sentence_loss = token_loss.view(batch_size, -1).sum(1)
                 sentence_nll = token_nll.view(batch_size, -1).sum(1)
-                if self.runtime.weighted:
-                    weights = self.runtime.loss_weights(ids, target_lengths.cpu().numpy())
-                    loss = (sentence_loss * sentence_loss.new_tensor(weights)).sum()
+                if weights is not None:
+                    loss = (sentence_loss * weights.to(sentence_loss.dtype)).sum()
                 else:
                     loss = sentence_loss.sum()
         sample_size = batch_size if criterion.sentence_avg else sample["ntokens"]
@@ -179,17 +189,23 @@ class AutoAssistTranslationTask(TranslationTask):
             logging_output.update(n_correct=n_correct.item(), total=total.item())
         if ignore_grad:
             loss *= 0
-        if self.runtime.wants_losses:
-            if ignore_grad:
-                ids, per_token = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-            else:
-                per_token = (sentence_nll.detach() / target_lengths.clamp(min=1)).float().cpu().numpy()
-                finite = np.isfinite(per_token)
-                ids, per_token = ids[finite], per_token[finite]
-            self.runtime.report_losses(ids, per_token)
         with torch.autograd.profiler.record_function("backward"):
             optimizer.backward(loss)
+        if self.runtime.wants_losses:
+            if ignore_grad:
+                ids, per_token = np.zeros(0, dtype=np.int64), sentence_nll.new_zeros(0)
+            else:
+                per_token = sentence_nll.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1)
+            self._loss_handoff(target.device).send(ids, per_token)
         return loss, sample_size, logging_output
+
+    def _loss_handoff(self, device):
+        """One ``LossHandOff`` for the run: deferred on one GPU; on the CPU, or across ranks (the runtime gathers
+        every rank's losses in a collective, which every rank must enter in the same step), delivered at once."""
+        if self.loss_handoff is None:
+            self.loss_handoff = LossHandOff(self.runtime.report_losses,
+                                            defer=device.type == "cuda" and world_size() == 1)
+        return self.loss_handoff
 
     # ------------------------------------------------------------ logs
     def reduce_metrics(self, logging_outputs, criterion):
@@ -208,6 +224,8 @@ class AutoAssistTranslationTask(TranslationTask):
     def get_checkpoint_dict(self):
         if self.runtime is None:
             return {}
+        if self.loss_handoff is not None:
+            self.loss_handoff.flush()
         return {type(self).__name__: self.runtime.state_dict(self.train_iterator.consumed_global_batches())}
 
     def set_checkpoint_dict(self, state):
