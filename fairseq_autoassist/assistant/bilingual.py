@@ -21,7 +21,7 @@ and stored as float16, ``len(NAMES) * 2`` bytes per pair:
 
 import numpy as np
 
-from .features import distinct_counts
+from .counts import distinct_counts
 
 NAMES = ("length_ratio", "copied_share", "source_language", "target_language", "lexical_translation", "duplicates")
 TABLE_BUCKETS = 1 << 24

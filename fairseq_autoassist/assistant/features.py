@@ -22,6 +22,9 @@ from typing import Optional
 
 import numpy as np
 
+from . import bilingual
+from .counts import distinct_counts
+
 SCORING_CHUNK_PAIRS = 65536
 # Odd 64-bit multipliers of the sentence hash (arithmetic modulo 2**64).
 _HASH_BASE = np.uint64(0x9E3779B97F4A7C15)
@@ -92,17 +95,6 @@ class CorpusSide:
         return df
 
 
-def distinct_counts(keys):
-    """The distinct ``keys`` (sorted) and how often each occurs: a sort and a neighbour comparison, not
-    ``np.unique``, whose hash-based path in numpy 2 took 40 times as long on these arrays (45 s per million pairs
-    for the document frequencies; docs/results/scale-wmt14.md)."""
-    keys = np.sort(keys)
-    first = np.ones(len(keys), dtype=bool)
-    np.not_equal(keys[1:], keys[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    return keys[starts], np.diff(np.r_[starts, len(keys)])
-
-
 class PairFeatures:
     """The fixed (data-dependent, parameter-free) part of the Assistant's features.
 
@@ -165,8 +157,6 @@ class PairFeatures:
     def bilingual(self):
         """The pair features of ``bilingual.compute`` (computed on the first call, then kept)."""
         if self._bilingual is None:
-            from . import bilingual  # it builds on this module
-
             self._bilingual = bilingual.compute(self, self.near_duplicate_groups())
         return self._bilingual
 
