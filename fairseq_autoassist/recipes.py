@@ -143,6 +143,13 @@ def require_prepared(data):
         return json.load(f)
 
 
+def data_languages(data, source=None, target=None):
+    """``{"source", "target"}`` of a prepared data-bin folder: the languages given, else those its prepare.json
+    records (every report says which it read)."""
+    info = require_prepared(data) if source is None or target is None else {}
+    return {"source": source or info["source"], "target": target or info["target"]}
+
+
 def write_atomically(path, text):
     """Writes ``text`` to ``path`` so that a kill at any moment leaves the old file or the new one."""
     temporary = f"{path}.tmp"

@@ -198,7 +198,8 @@ def report(data, bench, out, split="test", arms=(), length_edges=None, frequency
         per_run.append({"arm": arm, "seed": seed, "hypotheses": hypotheses_path, **figures})
         by_arm.setdefault(arm, []).append(figures)
     per_arm = {arm: mean_figures(by_arm[arm]) for arm in in_table_order(by_arm)}
-    record = {"data": os.path.abspath(data), "split": split, "references": reference_path,
+    record = {"data": os.path.abspath(data), "languages": {"source": info["source"], "target": info["target"]},
+              "split": split, "references": reference_path,
               "length_edges": list(length_edges), "frequency_edges": list(frequency_edges),
               "runs": per_run, "arms": per_arm}
     path = write_report(out, f"bleu_breakdown_{split}", record, markdown(split, per_arm, length_edges, frequency_edges))

@@ -37,7 +37,8 @@ import tempfile
 import numpy as np
 
 from fairseq_autoassist.assistant import bilingual
-from fairseq_autoassist.cleaning import CleaningOptions, clean, lexical_rule, pair_features
+from fairseq_autoassist.cleaning import (CleaningOptions, check_declared_languages, clean, language_detector,
+                                        lexical_rule, pair_features)
 from fairseq_autoassist.preparation import train_sentencepiece
 from fairseq_autoassist.raw_corpus import KINDS, PreparationError, corrupt, exit_code, read_parallel, write_noisy_copy
 from fairseq_autoassist.recipes import write_report
@@ -133,32 +134,42 @@ def synthetic_negative_scores(features, negative_of, held_out, folds=SYNTHETIC_F
     return scores
 
 
+# The judged files' two text columns (FORMAT.md): English, then German.
+JUDGED_SIDES = ("en", "de")
+
+
 def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classifier_sizes=CLASSIFIER_SIZES,
-           synthetic_negatives=False):
+           synthetic_negatives=False, src="de", tgt="en"):
+    """The report on the judged pairs mixed into ``corpus_dir``'s training pairs ``train.SRC``/``train.TGT``; stops
+    with one line where the languages are not the judged files' or a side's text contradicts its declared one."""
+    if sorted((src, tgt)) != sorted(JUDGED_SIDES):
+        raise PreparationError(f"the judged ParaCrawl pairs are English-German: --src and --tgt must be de and en "
+                               f"(either way round), not {src} and {tgt}")
     judged = read_judged_pairs(paracrawl_dir)
-    base_de, base_en = read_parallel(corpus_dir, "train", "de", "en")
-    german = base_de + [row[1] for row in judged]
-    english = base_en + [row[0] for row in judged]
-    mixed = np.arange(len(base_de), len(german))
+    base_source, base_target = read_parallel(corpus_dir, "train", src, tgt)
+    source = base_source + [row[JUDGED_SIDES.index(src)] for row in judged]
+    target = base_target + [row[JUDGED_SIDES.index(tgt)] for row in judged]
+    languages = check_declared_languages(source, target, src, tgt, language_detector())
+    mixed = np.arange(len(base_source), len(source))
     labels = np.array([row[2] for row in judged])
     if mixed_corpus:
-        write_noisy_copy(corpus_dir, mixed_corpus, "de", "en", german, english,
+        write_noisy_copy(corpus_dir, mixed_corpus, src, tgt, source, target,
                          {int(line): f"paracrawl-{label}" for line, label in zip(mixed, labels)})
-        logger.info("wrote the mixture to %s (%d pairs, %d from ParaCrawl)", mixed_corpus, len(german), len(mixed))
+        logger.info("wrote the mixture to %s (%d pairs, %d from ParaCrawl)", mixed_corpus, len(source), len(mixed))
     with tempfile.TemporaryDirectory() as work:
-        model = train_sentencepiece(german + english, os.path.join(work, "spm"), vocab_size)
-        features = pair_features(model.encode, model.get_piece_size(), german, english)
+        model = train_sentencepiece(source + target, os.path.join(work, "spm"), vocab_size)
+        features = pair_features(model.encode, model.get_piece_size(), source, target)
         if synthetic_negatives:
-            corrupted_german, corrupted_english, noise = corrupt(german, english, SYNTHETIC_SHARE, seed=0,
-                                                                 proportions=SYNTHETIC_KINDS)
+            corrupted_source, corrupted_target, noise = corrupt(source, target, SYNTHETIC_SHARE, seed=0,
+                                                                proportions=SYNTHETIC_KINDS)
             negative_of = np.array(sorted(noise))
             # The negatives join the corpus, so its statistics (IDF, co-occurrences, duplicates) include them.
             with_negatives = pair_features(model.encode, model.get_piece_size(),
-                                           german + [corrupted_german[line] for line in negative_of],
-                                           english + [corrupted_english[line] for line in negative_of])
-        kept, _ = clean(german, english, "de", "en", CleaningOptions(), pieces=lambda text: len(model.encode(text)))
+                                           source + [corrupted_source[line] for line in negative_of],
+                                           target + [corrupted_target[line] for line in negative_of])
+        kept, _ = clean(source, target, src, tgt, CleaningOptions(), pieces=lambda text: len(model.encode(text)))
         # The same with the lexical rule: it runs last, on what the other rules kept.
-        kept_with_lexical, _ = lexical_rule(german, english, kept, LEXICAL_BELOW, model.encode, model.get_piece_size())
+        kept_with_lexical, _ = lexical_rule(source, target, kept, LEXICAL_BELOW, model.encode, model.get_piece_size())
     columns = features.bilingual()[mixed].astype(np.float64)
     kept_mask = np.isin(mixed, kept)
     valid = labels == "V"
@@ -180,11 +191,13 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
                                                   valid[subset], classifier_sizes)
             for comparison, subset in comparisons.items()},
         "corpus": os.path.abspath(corpus_dir),
-        "corpus_pairs": len(base_de),
+        "corpus_pairs": len(base_source),
+        "languages": {side: {"declared": declared, "detected": detected, "detected_share": share}
+                      for side, (declared, detected, share) in languages.items()},
     }
     if synthetic_negatives:
         every_row = np.column_stack([with_negatives.bilingual().astype(np.float64),
-                                     with_negatives.length_features(np.arange(len(german) + len(negative_of)))])
+                                     with_negatives.length_features(np.arange(len(source) + len(negative_of)))])
         label_free = synthetic_negative_scores(every_row, negative_of, mixed)
         result["synthetic_negative_classifier"] = {
             "auc": {comparison: auc(label_free[subset], valid[subset]) for comparison, subset in comparisons.items()},
@@ -194,7 +207,10 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
 
 
 def markdown(result):
-    lines = ["| label | pairs | kept by the cleaning rules | with `--clean-lexical-below "
+    lines = ["Languages (declared; CLD2's most common reliable detection on a sample of the mixture): " + "; ".join(
+        f"{side} {found['declared']} (read as {found['detected']} in {found['detected_share']:.0%})"
+        for side, found in result["languages"].items()) + ".", "",
+        "| label | pairs | kept by the cleaning rules | with `--clean-lexical-below "
              f"{result['lexical_below']}` |", "|---|---|---|---|"]
     lines += [f"| {label} | {result['pairs'][label]:,} | {result['kept_by_cleaning'][label]:.2f} | "
               f"{result['kept_by_cleaning_with_lexical'][label]:.2f} |" for label in LABELS]
@@ -221,7 +237,10 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--paracrawl", required=True, help="the folder of the judged ParaCrawl files (*.tsv.gz)")
-    parser.add_argument("--corpus", required=True, help="raw German-English training corpus (train.de, train.en)")
+    parser.add_argument("--corpus", required=True,
+                        help="raw German-English training corpus (train.SRC and train.TGT, plain or gzipped)")
+    parser.add_argument("--src", default="de", help="the corpus' source language, de or en (default de)")
+    parser.add_argument("--tgt", default="en", help="the corpus' target language, en or de (default en)")
     parser.add_argument("--out", required=True, help="folder for report.md and report.json")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--classifier-sizes", type=int, nargs="*", default=list(CLASSIFIER_SIZES),
@@ -235,7 +254,7 @@ def main(argv=None):
 
     def write():
         result = report(args.paracrawl, args.corpus, args.vocab_size, args.mixed_corpus, args.classifier_sizes,
-                        args.synthetic_negatives)
+                        args.synthetic_negatives, args.src, args.tgt)
         logger.info("wrote %s", write_report(args.out, "report", result, markdown(result)))
 
     return exit_code(write, logger)

@@ -34,7 +34,7 @@ from fairseq_autoassist.assistant.model import balanced_accuracy
 from fairseq_autoassist.data.iterator import load_replay_features
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import read_loss_log
-from fairseq_autoassist.recipes import write_report
+from fairseq_autoassist.recipes import data_languages, write_report
 from fairseq_autoassist.selection import assistant_keep_probabilities, clip_keep_probabilities
 
 logger = logging.getLogger("replay_assistant")
@@ -119,8 +119,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="the prepared data-bin folder the run trained on")
     parser.add_argument("--loss-log", required=True, help="FILE written by --autoassist-loss-log")
-    parser.add_argument("--source-lang", default="de")
-    parser.add_argument("--target-lang", default="en")
+    parser.add_argument("--source-lang", help="default: the source language of --data's prepare.json")
+    parser.add_argument("--target-lang", help="default: the target language of --data's prepare.json")
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--base-prob", type=float, default=0.5, help="--autoassist-base-prob of the simulated selection")
     parser.add_argument("--min-keep-prob", type=float, default=0.05, help="--autoassist-min-keep-prob")
@@ -133,7 +133,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
     args = parse_args(argv)
     try:
-        features = load_replay_features(args.data, args.loss_log, args.source_lang, args.target_lang)
+        languages = data_languages(args.data, args.source_lang, args.target_lang)
+        features = load_replay_features(args.data, args.loss_log, *languages.values())
     except AutoAssistConfigError as error:
         sys.exit(f"error: {error}")
     results = {}
@@ -144,8 +145,8 @@ def main(argv=None):
                          "passes": replay(features, args.loss_log, config, correct_threshold, args.base_prob,
                                           args.min_keep_prob, args.seed)}
     command = "python scripts/replay_assistant.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    logger.info("wrote %s", write_report(args.out, "replay", {"command": command, "results": results},
-                                          markdown(results, command)))
+    record = {"command": command, "languages": languages, "results": results}
+    logger.info("wrote %s", write_report(args.out, "replay", record, markdown(results, command)))
     return 0
 
 

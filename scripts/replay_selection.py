@@ -46,7 +46,7 @@ from fairseq_autoassist.selection import (
     SelectionSchedule,
     Selector,
 )
-from fairseq_autoassist.recipes import write_report
+from fairseq_autoassist.recipes import data_languages, write_report
 from fairseq_autoassist.worker import SyncAssistantWorker
 
 logger = logging.getLogger("replay_selection")
@@ -241,8 +241,8 @@ def parse_args(argv=None):
     kinds.add_argument("--difficulty-groups-at", type=int, metavar="PASS",
                        help="group the pairs into fifths by their logged loss in this pass (loss-q1: the lowest) "
                        "instead of by noise kind")
-    parser.add_argument("--source-lang", default="de")
-    parser.add_argument("--target-lang", default="en")
+    parser.add_argument("--source-lang", help="default: the source language of --data's prepare.json")
+    parser.add_argument("--target-lang", help="default: the target language of --data's prepare.json")
     parser.add_argument("--rule", dest="rules", action="append", type=parse_rule, required=True,
                         help="POLICY or POLICY:FIELD=VALUE,... (SelectionOptions or AssistantConfig fields); repeat for several")
     parser.add_argument("--warmup-epochs", type=int, default=1, help="--autoassist-warmup-epochs of every rule")
@@ -258,7 +258,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
     args = parse_args(argv)
     try:
-        features = load_replay_features(args.data, args.loss_log, args.source_lang, args.target_lang)
+        languages = data_languages(args.data, args.source_lang, args.target_lang)
+        features = load_replay_features(args.data, args.loss_log, *languages.values())
         kinds = (difficulty_kinds(len(features), args.loss_log, args.difficulty_groups_at)
                  if args.difficulty_groups_at else pair_kinds(len(features), args.noise_ids))
     except AutoAssistConfigError as error:
@@ -273,6 +274,7 @@ def main(argv=None):
     logger.info("describing the logged run (%d steps per pass)", steps_per_pass)
     result = {
         "command": "python scripts/replay_selection.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "languages": languages,
         "kinds": {str(name): int(count) for name, count in sorted(zip(names, counts), key=lambda x: x[0] != CLEAN)},
         "run": describe_run(args.loss_log, kinds, AssistantConfig().loss_mean_decay, steps_per_pass),
         "rules": {},

@@ -23,7 +23,7 @@ import numpy as np
 from fairseq_autoassist.benchmark.report import bucket_labels
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.raw_corpus import PreparationError, exit_code
-from fairseq_autoassist.recipes import require_prepared, write_report
+from fairseq_autoassist.recipes import data_languages, require_prepared, write_report
 from fairseq_autoassist.selection.loss_table import LossBand
 
 logger = logging.getLogger("skipped_pairs_report")
@@ -131,8 +131,8 @@ def report(data, checkpoints, out, length_edges=LENGTH_EDGES, ratio_edges=RATIO_
                      "mean_target_length_skipped": float(target_sizes[skipped].mean()) if skipped.any() else float("nan"),
                      "mean_target_length_kept": float(target_sizes[kept].mean()) if kept.any() else float("nan"),
                      "by": skipped_shares(labels, side, groups)})
-    record = {"data": os.path.abspath(data), "length_edges": list(length_edges), "ratio_edges": list(ratio_edges),
-              "runs": runs}
+    record = {"data": os.path.abspath(data), "languages": data_languages(data), "length_edges": list(length_edges),
+              "ratio_edges": list(ratio_edges), "runs": runs}
     logger.info("wrote %s", write_report(out, "skipped_pairs", record, markdown(runs)))
 
 

@@ -381,6 +381,7 @@ def test_the_bleu_breakdown_reads_every_scored_run_of_a_benchmark(smoke_run, tmp
                "--out", str(tmp_path))
     with open(tmp_path / "bleu_breakdown_test.json") as f:
         breakdown = json.load(f)
+    assert breakdown["languages"] == {"source": "de", "target": "en"}
     with open(out / "results.json") as f:
         scored = {run["arm"]: run["test_bleu"] for run in json.load(f)["runs"]}
     # Every run the benchmark scored, with the same sacreBLEU from the same hypotheses (the smoke preset's BLEU is
@@ -399,7 +400,9 @@ def test_the_skipped_pairs_report_reads_the_loss_band_of_a_learnable_run(smoke_r
     run_script("scripts/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
                str(out / "runs" / "learnable-seed1" / "checkpoint_last.pt"), "--out", str(tmp_path))
     with open(tmp_path / "skipped_pairs.json") as f:
-        [run] = json.load(f)["runs"]
+        skipped = json.load(f)
+    [run] = skipped["runs"]
+    assert skipped["languages"] == {"source": "de", "target": "en"}
     with open(out / "results.json") as f:
         last_epoch = next(r for r in json.load(f)["runs"] if r["arm"] == "learnable")["epochs"][-1]
     # Every pair seen; the upper band (the running 0.8 quantile) skips some of them, all as unlearnable (the

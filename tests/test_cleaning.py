@@ -94,6 +94,24 @@ def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_l
     assert (german[base:], english[base:]) == (["Guten Morgen.", "Impressum"], ["Good morning.", "Menu"])
     assert read_noise(str(tmp_path / "mixed" / "noise.tsv")) == {base: "paracrawl-V", base + 1: "paracrawl-A"}
     assert read_parallel(str(tmp_path / "mixed"), "val", "de", "en") == read_parallel(raw_corpus, "val", "de", "en")
+    assert {side: found["declared"] for side, found in result["languages"].items()} == {"source": "de", "target": "en"}
+
+
+def test_the_paracrawl_report_takes_the_language_pair_and_refuses_a_corpus_that_contradicts_it(tmp_path):
+    import gzip
+
+    from scripts.paracrawl_report import report
+
+    with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
+        f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "train.de").write_text("\n".join(FRENCH * 3) + "\n", encoding="utf-8")  # French under German names
+    (corpus / "train.en").write_text("\n".join(ENGLISH * 3) + "\n", encoding="utf-8")
+    with pytest.raises(PreparationError, match="the source side is declared 'de' .--src de. but reads as 'fr'"):
+        report(str(tmp_path), str(corpus), vocab_size=100, classifier_sizes=())
+    with pytest.raises(PreparationError, match="English-German: --src and --tgt must be de and en"):
+        report(str(tmp_path), str(corpus), vocab_size=100, classifier_sizes=(), src="fr", tgt="en")
 
 
 def test_the_classifier_learning_curve_finds_a_signal_in_the_features_and_none_in_noise():
@@ -151,3 +169,32 @@ def test_the_lexical_rule_removes_unrelated_sides_that_every_other_rule_keeps():
         clean(german, english, "de", "en", options)
     off = CleaningOptions(max_length_ratio=0, language=False, near_duplicates=False)
     assert clean(german, english, "de", "en", off)[0] == list(range(600))
+
+
+FRENCH = ["Un homme fait du vélo dans la rue.", "Deux enfants jouent dans le jardin derrière la maison.",
+          "Une femme lit un livre dans le parc.", "Le chien court sur la plage avec un ballon rouge.",
+          "Les gens attendent le bus sous la pluie.", "Un garçon mange une glace devant la fenêtre ouverte."]
+ENGLISH = ["A man rides a bike in the street.", "Two children play in the garden behind the house.",
+           "A woman reads a book in the park.", "The dog runs on the beach with a red ball.",
+           "People wait for the bus in the rain.", "A boy eats an ice cream in front of the open window."]
+
+
+def test_a_side_declared_in_another_language_than_its_text_stops_with_the_flag_to_fix_it():
+    # French under a German declaration: the language rule would remove nearly every pair; it stops first.
+    with pytest.raises(PreparationError, match="the source side is declared 'de' .--src de. but reads as 'fr' in "
+                                               r"\d+ of the \d+ sampled pairs.*--src fr.*--no-clean-language"):
+        clean(FRENCH, ENGLISH, "de", "en", CleaningOptions(), pieces=words)
+    kept, removed = clean(FRENCH, ENGLISH, "fr", "en", CleaningOptions(), pieces=words)
+    assert kept == list(range(len(FRENCH))) and not any(removed.values())
+    with pytest.raises(PreparationError, match="the target side is declared 'de' .--tgt de."):
+        clean(FRENCH, ENGLISH, "fr", "de", CleaningOptions(), pieces=words)
+    # Switched off, the rule neither checks nor removes.
+    kept, _ = clean(FRENCH, ENGLISH, "de", "en", CleaningOptions(language=False), pieces=words)
+    assert kept == list(range(len(FRENCH)))
+
+
+def test_languages_compare_by_their_primary_subtag():
+    assert cleaning.primary_language("zh-Hant") == "zh" and cleaning.primary_language("EN") == "en"
+    found = cleaning.check_declared_languages(["x"] * 4, ["y"] * 4, "zh", "en",
+                                              detect=lambda text: "zh-Hant" if text == "x" else "en")
+    assert found == {"source": ("zh", "zh", 1.0), "target": ("en", "en", 1.0)}

@@ -100,3 +100,15 @@ def test_logged_commands_run_with_the_allocator_settings_unless_the_environment_
     assert run_logged([sys.executable, "-c", show], str(log)) == 0
     expected = {**TRAINING_MALLOC_ENV, "MALLOC_TOP_PAD_": "4096"}
     assert log.read_text().splitlines()[-1] == str([expected[k] for k in sorted(TRAINING_MALLOC_ENV)])
+
+
+def test_a_reports_languages_come_from_its_options_or_the_data_folders_manifest(tmp_path):
+    import json
+
+    from fairseq_autoassist.recipes import data_languages
+
+    (tmp_path / "prepare.json").write_text(json.dumps({"source": "fr", "target": "en"}))
+    assert data_languages(str(tmp_path)) == {"source": "fr", "target": "en"}
+    assert data_languages(str(tmp_path), "de", None) == {"source": "de", "target": "en"}
+    assert data_languages(str(tmp_path / "elsewhere"), "zh", "en") == {"source": "zh", "target": "en"}
+
