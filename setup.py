@@ -23,4 +23,5 @@ setup(
         "pycld2",  # language identification for the cleaning step (fairseq_autoassist/cleaning.py)
     ],
     extras_require={"test": ["pytest", "hypothesis"], "plots": ["matplotlib"]},
+    entry_points={"console_scripts": ["autoassist-prepare = fairseq_autoassist.prepare_corpus:main"]},
 )

@@ -20,8 +20,9 @@ from .raw_corpus import PreparationError
 logger = logging.getLogger(__name__)
 
 
-def train_sentencepiece(texts, model_prefix, vocab_size):
-    """A unigram sentencepiece model of ``vocab_size`` pieces (a soft limit on small corpora) on ``texts``."""
+def train_sentencepiece(texts, model_prefix, vocab_size, character_coverage=1.0, sample=None):
+    """A unigram sentencepiece model of ``vocab_size`` pieces (a soft limit on small corpora) on ``texts`` (at most
+    ``sample`` of them, drawn at random, where given), covering ``character_coverage`` of their characters."""
     import sentencepiece as spm
 
     if vocab_size < 16:
@@ -33,23 +34,30 @@ def train_sentencepiece(texts, model_prefix, vocab_size):
     try:
         spm.SentencePieceTrainer.train(
             input=corpus, model_prefix=model_prefix, vocab_size=vocab_size, model_type="unigram",
-            character_coverage=1.0, hard_vocab_limit=False, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,
-            minloglevel=2,
+            character_coverage=character_coverage, hard_vocab_limit=False, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,
+            minloglevel=2, **sampled(sample, len(texts)),
         )
     finally:
         os.unlink(corpus)
     return spm.SentencePieceProcessor(model_file=model_prefix + ".model")
 
 
-def write_data_bin(dest, splits, src, tgt, vocab_size, workers=1):
+def sampled(sample, num_texts):
+    """sentencepiece's options to learn from ``sample`` of ``num_texts`` sentences drawn at random (none when all
+    of them fit, so a small corpus gives the model it always gave)."""
+    return {"input_sentence_size": sample, "shuffle_input_sentence": True} if sample and num_texts > sample else {}
+
+
+def write_data_bin(dest, splits, src, tgt, vocab_size, workers=1, character_coverage=1.0, sample=None):
     """Binarizes ``splits`` (``{fairseq split name: (source lines, target lines)}``, with ``train``,
     ``valid`` and one or more ``test*``) into ``dest`` with a sentencepiece model trained on the training
-    pairs; returns the model's number of pieces."""
+    pairs (``train_sentencepiece``'s ``character_coverage`` and ``sample``); returns the model's number of pieces."""
     os.makedirs(dest, exist_ok=True)
     work = tempfile.mkdtemp(prefix="spm-", dir=dest)
     try:
         train_src, train_tgt = splits["train"]
-        model = train_sentencepiece(train_src + train_tgt, os.path.join(dest, "spm"), vocab_size)
+        model = train_sentencepiece(train_src + train_tgt, os.path.join(dest, "spm"), vocab_size, character_coverage,
+                                    sample)
         os.makedirs(os.path.join(dest, "raw"), exist_ok=True)
         for split, sides in splits.items():
             for lang, lines in zip((src, tgt), sides):

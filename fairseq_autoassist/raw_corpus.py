@@ -35,7 +35,11 @@ def find_raw_file(raw_dir, stem, lang):
 def read_lines(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
-        data = f.read()
+        return decode_lines(f.read(), path)
+
+
+def decode_lines(data, where):
+    """The UTF-8 lines of ``data`` (read from ``where``), refusing bytes that are not UTF-8 with the line's number."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -45,11 +49,11 @@ def read_lines(path):
             out.append(raw.decode("utf-8").rstrip("\r"))
         except UnicodeDecodeError as error:
             raise PreparationError(
-                f"{path}: line {number} is not valid UTF-8 ({error.reason} at byte {error.start}); "
+                f"{where}: line {number} is not valid UTF-8 ({error.reason} at byte {error.start}); "
                 "fix or re-encode the file"
             ) from None
     if not out:
-        raise PreparationError(f"{path} is empty")
+        raise PreparationError(f"{where} is empty")
     return out
 
 

@@ -1,11 +1,15 @@
-"""scripts/prepare_tatoeba.py: the split by English sentence and one line for each bad input."""
+"""scripts/prepare_tatoeba.py, a preset of autoassist-prepare: the split by English sentence and one line for each
+bad input."""
 
 import json
 import os
 import zipfile
 
+import numpy as np
 import pytest
 
+from fairseq_autoassist.prepare_corpus import group_keys, read_table, split_off
+from fairseq_autoassist.raw_corpus import PreparationError
 from scripts import prepare_tatoeba as prepare
 
 from .conftest import run_script
@@ -24,8 +28,10 @@ def corpus(num_sentences, translations=3):
 
 
 def test_every_pair_of_one_english_sentence_lands_in_one_split(tmp_path):
-    english, german = prepare.read_tatoeba(write_zip(tmp_path / "deu-eng.zip", corpus(300)))
-    splits = prepare.split_by_sentence(english, german, valid_sentences=40, test_sentences=30, seed=1)
+    english, german = read_table(write_zip(tmp_path / "deu-eng.zip", corpus(300)), (1, 2))
+    keys = group_keys("source", english, german, list(range(len(english))))
+    splits = {name: ([english[i] for i in ids], [german[i] for i in ids])
+              for name, ids in split_off(keys, valid_groups=40, test_groups=30, seed=1).items()}
     sentences = {name: set(sides[0]) for name, sides in splits.items()}
     assert len(sentences["valid"]) == 40 and len(sentences["test"]) == 30 and len(sentences["train"]) == 230
     assert not (sentences["train"] & sentences["valid"] or sentences["train"] & sentences["test"]
@@ -34,26 +40,26 @@ def test_every_pair_of_one_english_sentence_lands_in_one_split(tmp_path):
     assert sum(len(sides[0]) for sides in splits.values()) == len(english)
     for en, de in zip(*splits["valid"]):
         assert de.startswith(en.replace("Sentence", "Satz").rstrip("."))
-    again = prepare.split_by_sentence(english, german, 40, 30, seed=1)
-    assert again == splits and prepare.split_by_sentence(english, german, 40, 30, seed=2) != splits
+    again = split_off(keys, 40, 30, seed=1)
+    assert all(np.array_equal(again[name], ids) for name, ids in split_off(keys, 40, 30, seed=1).items())
+    assert not np.array_equal(split_off(keys, 40, 30, seed=2)["valid"], again["valid"])
 
 
 @pytest.mark.parametrize("content, message", [
-    (b"Hi.\tHallo!\nRun!\n", "deu.txt: line 2 has 1 tab-separated columns; expected English<TAB>German"),
-    (b"Hi.\tHallo!\nRun!\tLauf!\tx\ty\n", "line 2 has 4 tab-separated columns"),
+    (b"Hi.\tHallo!\nRun!\n", "deu.txt: line 2 has 1 tab-separated columns; --columns 2,1 needs 2"),
     (b"Hi.\tHallo!\nGr\xfc\xdf Gott.\tx\n", "deu.txt: line 2 is not valid UTF-8"),
     (b"\n\n", "holds no sentence pairs"),
 ])
 def test_bad_input_is_refused_naming_file_and_line(tmp_path, content, message):
-    with pytest.raises(prepare.PreparationError, match=message):
-        prepare.read_tatoeba(write_zip(tmp_path / "deu-eng.zip", content))
+    with pytest.raises(PreparationError, match=message):
+        prepare.prepare(write_zip(tmp_path / "deu-eng.zip", content), str(tmp_path / "out"))
 
 
 def test_a_missing_file_or_member_names_the_download_and_the_flag(tmp_path):
-    with pytest.raises(prepare.PreparationError, match="does not exist; download .*deu-eng.zip and pass it with --input"):
-        prepare.read_tatoeba(str(tmp_path / "nowhere.zip"))
-    with pytest.raises(prepare.PreparationError, match="has no deu.txt"):
-        prepare.read_tatoeba(write_zip(tmp_path / "fra-eng.zip", "Hi.\tSalut.\n", member="fra.txt"))
+    with pytest.raises(PreparationError, match="does not exist; download .*deu-eng.zip and pass it with --input"):
+        prepare.prepare(str(tmp_path / "nowhere.zip"), str(tmp_path / "out"))
+    with pytest.raises(PreparationError, match="has no deu.txt .*or another language's with autoassist-prepare"):
+        prepare.prepare(write_zip(tmp_path / "fra-eng.zip", "Hi.\tSalut.\n", member="fra.txt"), str(tmp_path / "out"))
 
 
 def test_main_reports_an_error_as_one_message_and_an_exit_code(tmp_path, caplog):
@@ -69,8 +75,8 @@ def test_prepares_a_data_bin_with_the_counts_and_the_other_domains_test(tmp_path
                            test_sentences=20, multi30k_dir=raw_corpus)
     with open(dest / "prepare.json") as f:
         assert json.load(f) == info
-    assert info["empty_pairs_dropped"] == 1
-    assert info["english_sentences"] == {"train": 160, "valid": 20, "test": 20}
+    assert info["empty_training_pairs_dropped"] == 1
+    assert info["groups"] == {"train": 160, "valid": 20, "test": 20}
     assert info["pairs"]["train"] + info["pairs"]["valid"] + info["pairs"]["test"] == 399
     assert info["test_sets"] == {"test": "tatoeba", "test1": "multi30k_test_2016_flickr"}
     for name in ("train.de-en.de.bin", "test1.de-en.en.idx", "raw/test.en", "raw/test1.de", "spm.model"):
