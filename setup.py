@@ -1,5 +1,9 @@
 from setuptools import find_packages, setup
 
+# The console commands, declared once in the package (fairseq_autoassist/commands.py, which imports nothing).
+commands = {}
+exec(open("fairseq_autoassist/commands.py", encoding="utf-8").read(), commands)
+
 setup(
     name="fairseq-autoassist",
     version="0.1.0",
@@ -23,5 +27,5 @@ setup(
         "pycld2",  # language identification for the cleaning step (fairseq_autoassist/cleaning.py)
     ],
     extras_require={"test": ["pytest", "hypothesis"], "plots": ["matplotlib"]},
-    entry_points={"console_scripts": ["autoassist-prepare = fairseq_autoassist.prepare_corpus:main"]},
+    entry_points={"console_scripts": [f"{name} = {target}" for name, (target, _) in commands["COMMANDS"].items()]},
 )

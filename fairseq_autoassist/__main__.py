@@ -1,4 +1,5 @@
-"""``python -m fairseq_autoassist --help``: every ``--autoassist-*`` option with its default and help.
+"""``python -m fairseq_autoassist --help``: every ``--autoassist-*`` option with its default and help, and the
+console commands.
 
 fairseq 0.12's ``fairseq-train --help`` does not list a task's options.
 """
@@ -6,6 +7,7 @@ fairseq 0.12's ``fairseq-train --help`` does not list a task's options.
 import argparse
 import sys
 
+from .commands import COMMANDS
 from .option_fields import option_fields
 from .options import AutoAssistOptions, flag
 
@@ -15,6 +17,8 @@ def parser():
         prog="fairseq-train DATA --user-dir fairseq_autoassist --task autoassist_translation",
         description="AutoAssist options of the autoassist_translation task (all other fairseq-train "
         "options apply as usual).",
+        epilog="commands (each with --help):\n" + "\n".join(f"  {name}: {what}" for name, (_, what) in COMMANDS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for f in option_fields(AutoAssistOptions):
         kind = f.type if f.type in (int, float, str) else str

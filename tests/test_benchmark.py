@@ -1,4 +1,4 @@
-"""The benchmark (fairseq_autoassist.benchmark, scripts/benchmark.py): the smoke preset end to end, resume after a
+"""The benchmark (fairseq_autoassist.benchmark, autoassist-benchmark): the smoke preset end to end, resume after a
 kill, and every figure on known numbers."""
 
 import argparse
@@ -10,7 +10,7 @@ import pytest
 from fairseq_autoassist.benchmark import figures, logs, report, runs as benchmark_runs
 from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, training_args
 from fairseq_autoassist.recipes import TRAINING_MALLOC_ENV
-from scripts import benchmark
+from fairseq_autoassist.benchmark import command as benchmark
 
 from .conftest import run_script
 
@@ -333,7 +333,7 @@ def test_validations_are_tabulated_at_equal_update_counts():
 def smoke_run(tmp_path_factory):
     """The smoke preset, run once for the tests of this module: its folder and what it printed."""
     out = tmp_path_factory.mktemp("benchmark") / "smoke"
-    return out, run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out), timeout=1500).stdout
+    return out, run_script("-m", "fairseq_autoassist.benchmark.command", "--preset", "smoke", "--out", str(out), timeout=1500).stdout
 
 
 @pytest.mark.slow
@@ -363,14 +363,14 @@ def test_smoke_preset_runs_every_arm_and_writes_every_output(smoke_run):
         best = max(point["valid_bleu"] for point in run["validations"])
         assert run["test_checkpoint_updates"] in [p["updates"] for p in run["validations"] if p["valid_bleu"] == best]
     # The figures recomputed from results.json alone are the same.
-    run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out / "rescored"), "--rescore",
+    run_script("-m", "fairseq_autoassist.benchmark.command", "--preset", "smoke", "--out", str(out / "rescored"), "--rescore",
                str(out / "results.json"))
     with open(out / "rescored" / "results.json") as f:
         rescored = json.load(f)
     assert rescored["summary"] == results["summary"] and rescored["command"] == results["command"]
     assert "--rescore" in rescored["rescored_with"]
     # A second run reuses every finished arm.
-    again = run_script("scripts/benchmark.py", "--preset", "smoke", "--out", str(out)).stdout
+    again = run_script("-m", "fairseq_autoassist.benchmark.command", "--preset", "smoke", "--out", str(out)).stdout
     assert again.count("already finished; reusing it") == len(PRESETS["smoke"]["arms"]) and "running " not in again
 
 
@@ -430,7 +430,7 @@ def test_a_benchmark_killed_mid_run_resumes_with_the_same_figures(smoke_run, tmp
     clean_out, _ = smoke_run
     killed = tmp_path / "killed"
     shutil.copytree(clean_out / "data-bin", killed / "data-bin")  # the same prepared corpus, not prepared again
-    command = [sys.executable, "scripts/benchmark.py", "--preset", "smoke", "--arms", "baseline", "--out", str(killed)]
+    command = [sys.executable, "-m", "fairseq_autoassist.benchmark.command", "--preset", "smoke", "--arms", "baseline", "--out", str(killed)]
     log = killed / "runs" / "baseline-seed1" / "train.log"
     process = subprocess.Popen(command, cwd=ROOT, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

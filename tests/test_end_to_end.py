@@ -96,7 +96,7 @@ def test_autoassist_shrinks_epochs_resumes_and_generates(prepared_data, tmp_path
 
     report = tmp_path / "bleu.json"
     printed = run_script(
-        "scripts/evaluate_bleu.py", "--checkpoint", str(save_dir / "checkpoint_last.pt"),
+        "-m", "fairseq_autoassist.evaluate", "--checkpoint", str(save_dir / "checkpoint_last.pt"),
         "--data", prepared_data, "--split", "test", "--beam", "2", "--device", "cpu", "--output", str(report),
     ).stdout
     assert "BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in printed
@@ -114,7 +114,7 @@ def test_autoassist_shrinks_epochs_resumes_and_generates(prepared_data, tmp_path
 
     # A later Multi30K test set by its Multi30K name.
     later = run_script(
-        "scripts/evaluate_bleu.py", "--checkpoint", str(save_dir / "checkpoint_last.pt"), "--data", prepared_data,
+        "-m", "fairseq_autoassist.evaluate", "--checkpoint", str(save_dir / "checkpoint_last.pt"), "--data", prepared_data,
         "--split", "test_2017_flickr", "--beam", "2", "--device", "cpu", "--output", str(tmp_path / "bleu1.json"),
     ).stdout
     assert "test_2017_flickr BLEU = " in later

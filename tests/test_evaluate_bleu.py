@@ -1,6 +1,6 @@
-"""The labelled BLEU variants of scripts/evaluate_bleu.py (no model needed)."""
+"""The labelled BLEU variants of autoassist-evaluate (fairseq_autoassist/evaluate.py; no model needed)."""
 
-from scripts.evaluate_bleu import compound_split, compound_split_bleu
+from fairseq_autoassist.evaluate import compound_split, compound_split_bleu
 
 
 def test_compound_split_tokenizes_and_splits_hyphens_inside_words():

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fairseq_autoassist.raw_corpus import KINDS, corrupt, kind_counts, read_noise, read_parallel
+from fairseq_autoassist.raw_corpus import KINDS, PreparationError, corrupt, kind_counts, read_noise, read_parallel
 from fairseq_autoassist.recipes import write_synthetic_multi30k
 from scripts import make_noisy_corpus as noisy
 
@@ -53,7 +53,7 @@ def test_the_noise_is_seeded():
 def test_counts_follow_the_proportions_and_bad_input_is_refused():
     assert kind_counts(10, {"misaligned": 0.5, "untranslated": 0.5}) == {"misaligned": 5, "untranslated": 5}
     assert sum(kind_counts(8701, KINDS).values()) == 8701
-    with pytest.raises(noisy.PreparationError, match="leaves no clean pair"):
+    with pytest.raises(PreparationError, match="leaves no clean pair"):
         corrupt(["a"] * 4, ["b"] * 4, 0.99, seed=1)
     assert noisy.main(["--raw-dir", "/nonexistent", "--out", "/tmp/unused-noisy"]) == 2
 

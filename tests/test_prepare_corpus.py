@@ -122,7 +122,7 @@ def test_a_made_up_pair_without_spaces_is_prepared_trained_and_evaluated_end_to_
                                                   max_epoch=2, max_tokens=400, cpu=True, eval_bleu=False),
                "--source-lang", "xx", "--target-lang", "yy")
     for split in ("test", "test1"):
-        scored = run_script("scripts/evaluate_bleu.py", "--checkpoint", str(tmp_path / "run" / "checkpoint_last.pt"),
+        scored = run_script("-m", "fairseq_autoassist.evaluate", "--checkpoint", str(tmp_path / "run" / "checkpoint_last.pt"),
                             "--data", str(dest), "--split", split, "--beam", "1", "--device", "cpu",
                             "--output", str(tmp_path / f"bleu_{split}.json")).stdout
         assert "BLEU = " in scored

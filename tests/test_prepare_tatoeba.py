@@ -92,7 +92,7 @@ def test_the_tatoeba_preset_trains_and_scores_every_prepared_test_set(tmp_path, 
     prepare.prepare(write_zip(tmp_path / "deu-eng.zip", corpus(800)), str(data), vocab_size=100, valid_sentences=20,
                     test_sentences=20, multi30k_dir=raw_corpus)
     out = tmp_path / "bench"
-    run_script("scripts/benchmark.py", "--preset", "tatoeba", "--data", str(data), "--out", str(out), "--seeds", "1",
+    run_script("-m", "fairseq_autoassist.benchmark.command", "--preset", "tatoeba", "--data", str(data), "--out", str(out), "--seeds", "1",
                "--arms", "keep-all@0.01", "near-duplicates-no-warmup@0.01", "--validate-interval-updates", "45",
                timeout=1200)
     with open(out / "results.json") as f:

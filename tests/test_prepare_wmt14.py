@@ -125,7 +125,7 @@ def test_prepares_every_corpus_with_wmt_cleaning_and_a_manifest(tmp_path, wmt_fo
     save_dir = tmp_path / "wmt-tiny"
     run_script("scripts/train_wmt14.py", "--data", str(dest), "--save-dir", str(save_dir), "--size", "wmt-tiny",
                "--max-update", "6", "--", "--autoassist-sync")
-    printed = run_script("scripts/evaluate_bleu.py", "--checkpoint", str(save_dir / "checkpoint_last.pt"),
+    printed = run_script("-m", "fairseq_autoassist.evaluate", "--checkpoint", str(save_dir / "checkpoint_last.pt"),
                          "--data", str(dest), "--beam", "2", "--lenpen", "0.6", "--device", "cpu",
                          "--compound-split-bleu").stdout
     assert "BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a" in printed

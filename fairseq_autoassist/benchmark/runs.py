@@ -12,7 +12,7 @@ import re
 import shutil
 import sys
 
-from ..recipes import ROOT, run_logged, write_synthetic_multi30k
+from ..recipes import run_logged, write_synthetic_multi30k
 from .arms import arm_argument, arm_data, in_table_order, training_args
 from .logs import parse_epochs, parse_validations
 
@@ -67,7 +67,7 @@ def run_arm(arm, seed, data, out, preset, cpu):
         # Other domains' test sets first: the main test's result, written last, marks the run finished.
         tested_on = arm_data(arm, data)
         for split in [*prepared_test_splits(tested_on, preset.get("other_test_splits", [])), "test"]:
-            run_command([sys.executable, os.path.join(ROOT, "scripts", "evaluate_bleu.py"),
+            run_command([sys.executable, "-m", "fairseq_autoassist.evaluate",
                          "--checkpoint", os.path.join(run_dir, "checkpoint_best.pt"), "--data", tested_on,
                          "--split", split, "--beam", "5", "--device", "cpu" if cpu else "gpu",
                          "--output", os.path.join(run_dir, f"bleu_{split}.json")],
@@ -122,7 +122,7 @@ def smoke_data(out):
     dest = os.path.join(out, "data-bin")
     if not os.path.isfile(os.path.join(dest, "prepare.json")):
         raw = write_synthetic_multi30k(os.path.join(out, "raw"))
-        run_command([sys.executable, os.path.join(ROOT, "scripts", "prepare_multi30k.py"), "--raw-dir", raw,
-                     "--dest", dest, "--vocab-size", "120", "--workers", "1", "--no-download"],
+        run_command([sys.executable, "-m", "fairseq_autoassist.prepare_corpus", "--input", raw, "--src", "de",
+                     "--tgt", "en", "--dest", dest, "--vocab-size", "120", "--workers", "1"],
                     os.path.join(out, "prepare.log"))
     return dest

@@ -1,0 +1,206 @@
+"""The benchmark's arms and presets, and each arm's fairseq-train arguments (no fairseq import).
+
+An arm is a policy (None: fairseq's stock translation task) with its settings; ``ARM@FRACTION`` trains ARM for
+that fraction of the preset's updates, its schedule ending there. A budget-matched baseline is the stock task
+on a cosine schedule that reaches 0 at its budget ("No Train No Gain", NeurIPS 2023); the stock runs of a seed
+at their budgets form the budget frontier every other arm is placed on (``figures``).
+"""
+
+import argparse
+import os
+
+from ..raw_corpus import CLEAN_ONLY, NOISE_LIST
+from ..recipes import recipe
+
+# Skip the pairs whose loss is below the running 0.3 quantile (learned), none as unlearnable, floor 0.1: about 0.73 kept.
+SKIP_LEARNED = ["--autoassist-learned-quantile", "0.3", "--autoassist-unlearnable-quantile", "1.0",
+                "--autoassist-base-prob", "0.1"]
+
+ARMS = {
+    "baseline": {"policy": None},
+    "baseline-inverse-sqrt": {"policy": None, "lr_scheduler": "inverse_sqrt"},
+    "baseline-cosine-0.4": {"policy": None, "lr_scheduler": "cosine", "budget": 0.4},
+    "baseline-cosine-0.5": {"policy": None, "lr_scheduler": "cosine", "budget": 0.5},
+    "baseline-cosine-0.6": {"policy": None, "lr_scheduler": "cosine", "budget": 0.6},
+    "baseline-cosine-0.8": {"policy": None, "lr_scheduler": "cosine", "budget": 0.8},
+    "assistant": {"policy": "assistant"},
+    "assistant-iw": {"policy": "assistant", "extra": ["--autoassist-importance-weighting"]},
+    "infobatch": {"policy": "infobatch"},
+    "uniform": {"policy": "uniform"},
+    # ``loss_log``: every step's per-pair losses in the run's losses.npy, for scripts/replay_selection.py.
+    "keep-all": {"policy": "keep-all", "loss_log": True},
+    # The packing ablation (padded-length or stock sort; batches rebuilt every pass or fixed once).
+    "keep-all-fixed": {"policy": "keep-all", "extra": ["--autoassist-refresh-updates", "0"]},
+    "keep-all-stock-sort": {"policy": "keep-all", "extra": ["--autoassist-packing", "source-target"]},
+    "keep-all-stock-batches": {"policy": "keep-all", "extra": ["--autoassist-packing", "source-target",
+                                                              "--autoassist-refresh-updates", "0"]},
+    "keep-all-shuffled-fixed": {"policy": "keep-all", "extra": ["--autoassist-packing", "padded-length-shuffled",
+                                                               "--autoassist-refresh-updates", "0"]},
+    "spl": {"policy": "spl"},
+    "progress": {"policy": "progress"},
+    "loss-percentile": {"policy": "loss-percentile"},
+    "competence": {"policy": "competence"},
+    "learnable": {"policy": "learnable", "extra": ["--autoassist-base-prob", "0.1"]},
+    "uniform-0.85": {"policy": "uniform", "extra": ["--autoassist-uniform-keep-prob", "0.85"]},
+    # learnable's share and floor, by target length instead of loss: whether its saving is its length bias.
+    "skip-longest": {"policy": "skip-longest", "extra": ["--autoassist-base-prob", "0.1"]},
+    # learnable's label, predicted for every pair by an Assistant that also sees how each pair's sides relate (under
+    # learnable itself a pair's own loss decides once seen, so the pair features would change nothing).
+    "predicted-learnable-pairs": {"policy": "predicted-learnable",
+                                  "extra": ["--autoassist-base-prob", "0.1", "--autoassist-pair-features"]},
+    # The stock task on a noisy corpus' clean pairs alone (prepare_multi30k.py writes them beside a noisy copy).
+    "oracle-clean": {"policy": None, "clean_only": True},
+    # The few-pass regime (Tatoeba): the paper's Assistant learning from the first batch, rules that keep about 0.7
+    # of the pairs (uniform's share), and skipping learned pairs alone or shared among near-duplicates.
+    "assistant-no-warmup": {"policy": "assistant", "extra": ["--autoassist-warmup-epochs", "0"]},
+    "loss-percentile-0.7": {"policy": "loss-percentile", "extra": ["--autoassist-percentile-power", "0.4286"]},
+    "skip-learned": {"policy": "learnable", "extra": SKIP_LEARNED},
+    "skip-learned-no-warmup": {"policy": "learnable", "extra": [*SKIP_LEARNED, "--autoassist-warmup-epochs", "0"]},
+    "uniform-no-warmup": {"policy": "uniform", "extra": ["--autoassist-warmup-epochs", "0"]},
+    "near-duplicates": {"policy": "near-duplicates", "extra": SKIP_LEARNED},
+    "near-duplicates-no-warmup": {"policy": "near-duplicates",
+                                  "extra": [*SKIP_LEARNED, "--autoassist-warmup-epochs", "0"]},
+}
+# Arms that differ from another only by options: the smoke preset runs the other.
+OPTION_VARIANTS = ["assistant-no-warmup", "loss-percentile-0.7", "skip-learned", "skip-learned-no-warmup",
+                   "uniform-no-warmup", "near-duplicates-no-warmup"]
+
+QUICK_ARMS = ["baseline", "assistant", "assistant-iw", "infobatch", "uniform", "spl"]
+PACKING_ARMS = ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all-shuffled-fixed",
+                "keep-all"]
+FRONTIER_BASELINES = ["baseline-cosine-0.4", "baseline-cosine-0.5", "baseline-cosine-0.6", "baseline-cosine-0.8"]
+NOISY_RECIPE = dict(arch="small", max_update=1600, max_tokens=2048, lr=2e-3, warmup_updates=300, lr_scheduler="cosine",
+                    seeds=[1, 2], bleu_levels=[15, 20, 25], validate_interval_updates=200, noisy=True)
+
+# Updates of one stock pass over Tatoeba's training split (906 batches of 2,048 tokens), and the few-pass budget:
+# five passes, where the stock curve bends (docs/results/benchmark-tatoeba/README.md).
+TATOEBA_PASS = 906
+TATOEBA_BUDGET = 5 * TATOEBA_PASS
+
+# ``bleu_levels``: the validation BLEU levels whose update and token ratios are tabulated.
+PRESETS = {
+    # Every code path once: the packing ablation's arms differ from keep-all only by options (tests/test_packing.py).
+    "smoke": dict(arch="tiny", max_update=60, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1],
+                  bleu_levels=[0.1], validate_interval_updates=20,
+                  arms=[arm for arm in ARMS
+                        if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2] + OPTION_VARIANTS + ["oracle-clean"]]),
+    "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                           seeds=[1, 2], bleu_levels=[10, 15, 20], arms=QUICK_ARMS),
+    "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                          lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[30, 35, 38], validate_interval_updates=500,
+                          arms=["baseline", *FRONTIER_BASELINES, "keep-all", "keep-all@0.6", "keep-all-fixed@0.6",
+                                "keep-all-stock-sort@0.6", "keep-all-shuffled-fixed@0.6", "assistant@0.6",
+                                "uniform@0.6", "infobatch@0.6", "learnable@0.6", "uniform-0.85@0.6"]),
+    # Noisy Multi30K copies (scripts/make_noisy_corpus.py): every run annealing at its budget, the stock frontier of
+    # five budgets, the rules at 0.7 of the budget (as on Tatoeba) so that the frontier can place them; the same
+    # recipe on a copy prepared with --clean (its corrupted pairs mostly gone), with fewer arms.
+    "multi30k-noisy": dict(NOISY_RECIPE, arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "learnable@0.7",
+                                               "uniform-0.85@0.7", "oracle-clean@0.7", "predicted-learnable-pairs@0.7"]),
+    "multi30k-noisy-cleaned": dict(NOISY_RECIPE, arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7",
+                                                       "learnable@0.7"]),
+    # The noisy preset until 2026-12-03 (inverse square root, every arm the whole budget, no frontier):
+    # the recipe of the runs recorded under docs/results/benchmark-multi30k-noisy/ before the cosine reruns.
+    "multi30k-noisy-inverse-sqrt": dict(NOISY_RECIPE, lr_scheduler="inverse_sqrt",
+                                        arms=["baseline", "oracle-clean", "keep-all", "uniform-0.85", "learnable",
+                                              "predicted-learnable-pairs"]),
+    "packing": dict(arch="small", max_update=400, max_tokens=2048, lr=2e-3, warmup_updates=300, seeds=[1, 2],
+                    bleu_levels=[5, 10], validate_interval_updates=100, arms=PACKING_ARMS),
+    # Tatoeba de-en (scripts/prepare_tatoeba.py), the few-pass regime: rationale in docs/results/benchmark-tatoeba/.
+    "tatoeba": dict(arch="small", max_update=TATOEBA_BUDGET, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                    lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[25, 30, 35],
+                    validate_interval_updates=TATOEBA_PASS // 2,
+                    other_test_splits=["test1", "test2"],
+                    arms=["baseline", "baseline-cosine-0.6", "baseline-cosine-0.8", "baseline-cosine-0.5",
+                          "baseline-cosine-0.4", "keep-all@0.7", "near-duplicates@0.7", "uniform@0.7",
+                          "assistant@0.7", "assistant-no-warmup@0.7", "learnable@0.7",
+                          "loss-percentile-0.7@0.7", "uniform-0.85@0.7", "progress@0.7", "skip-longest@0.7"]),
+    "tatoeba-one-pass": dict(arch="small", max_update=TATOEBA_PASS, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                             lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[10, 15], validate_interval_updates=150,
+                             arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant-no-warmup@0.7",
+                                   "skip-learned-no-warmup@0.7", "near-duplicates-no-warmup@0.7",
+                                   "uniform-no-warmup@0.7"]),
+    "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
+                          seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
+}
+
+
+def arm_spec(arm):
+    """The settings of ``arm``: an entry of ARMS, or ``NAME@FRACTION`` (its ``budget``)."""
+    name, _, fraction = arm.partition("@")
+    spec = dict(ARMS[name])
+    if fraction:
+        spec["budget"] = float(fraction)
+    return spec
+
+
+def arm_argument(text):
+    """argparse type of ``--arms``: an arm of ARMS, optionally ``@FRACTION`` with 0 < FRACTION <= 1."""
+    name, at, fraction = text.partition("@")
+    if name not in ARMS:
+        raise argparse.ArgumentTypeError(f"unknown arm '{name}'; the arms are {', '.join(ARMS)}")
+    try:
+        valid = not at or 0 < float(fraction) <= 1
+    except ValueError:
+        valid = False
+    if not valid:
+        raise argparse.ArgumentTypeError(
+            f"'{text}': the budget after '@' must be a fraction in (0, 1], e.g. {name}@0.7")
+    return text
+
+
+def in_table_order(arms):
+    """``arms`` in the order of ARMS, each arm's budget variants after it, largest budget first."""
+    names = list(ARMS)
+    return sorted(set(arms), key=lambda arm: (names.index(arm.partition("@")[0]), -arm_spec(arm).get("budget", 1.0)))
+
+
+def timed_arms(arms):
+    """The arms whose time per update ``arms`` need, the stock task first: each arm once whatever its budget, the
+    stock task's schedule variants (budget-matched or not) as ``baseline``, which updates as they do."""
+    names = [arm.partition("@")[0] for arm in arms]
+    stock_variants = {name for name in names if ARMS[name]["policy"] is None and not ARMS[name].get("clean_only")}
+    return ["baseline"] + [name for name in dict.fromkeys(names) if name not in stock_variants | {"baseline"}]
+
+
+def budget_matched(arm):
+    """Whether ``arm`` is a budget-matched baseline: the stock task on a cosine schedule ending at its budget."""
+    spec = arm_spec(arm)
+    return spec["policy"] is None and spec.get("lr_scheduler") == "cosine" and "budget" in spec
+
+
+def noise_list(data):
+    """The corrupted pairs of a noisy corpus, copied beside the data by prepare_multi30k.py."""
+    return os.path.join(data, NOISE_LIST)
+
+
+def arm_data(arm, data):
+    """The data folder ``arm`` trains and is tested on: ``data``, or for the clean-only oracle its clean copy."""
+    if not arm_spec(arm).get("clean_only"):
+        return data
+    clean = os.path.join(data, CLEAN_ONLY)
+    if not os.path.isfile(os.path.join(clean, "prepare.json")):
+        raise FileNotFoundError(f"{clean} is missing: the oracle arm needs a noisy copy prepared by "
+                                "scripts/prepare_multi30k.py from a folder with noise.tsv")
+    return clean
+
+
+def training_args(arm, data, save_dir, preset, seed, cpu):
+    """fairseq-train arguments of ``arm``: the preset's recipe, its budget and schedule, validation every
+    ``validate_interval_updates`` with a checkpoint there (so the best validation has its checkpoint)."""
+    spec = arm_spec(arm)
+    interval = preset.get("validate_interval_updates", 0)
+    args = recipe(
+        arm_data(arm, data), save_dir, spec["policy"], arch=preset["arch"], max_epoch=0,
+        max_update=round(spec.get("budget", 1.0) * preset["max_update"]), max_tokens=preset["max_tokens"],
+        lr=preset["lr"], warmup_updates=preset["warmup_updates"], seed=seed, cpu=cpu, eval_bleu=True,
+        lr_scheduler=spec.get("lr_scheduler", preset.get("lr_scheduler", "inverse_sqrt")),
+    ) + spec.get("extra", []) + ["--no-progress-bar"]
+    if interval:
+        # fairseq validates at every save and keeps checkpoint_best.pt at the best one; one interval checkpoint.
+        args += ["--validate-interval-updates", str(interval), "--save-interval-updates", str(interval),
+                 "--keep-interval-updates", "1"]
+    if spec["policy"] and os.path.isfile(noise_list(data)):
+        args += ["--autoassist-noise-ids", noise_list(data)]
+    if spec.get("loss_log"):
+        args += ["--autoassist-loss-log", os.path.join(save_dir, "losses.npy")]
+    return args

@@ -1,0 +1,11 @@
+"""The console commands ``pip install`` gives (setup.py reads this file; ``python -m fairseq_autoassist --help`` lists
+them). No imports: setup.py runs it before anything is installed."""
+
+COMMANDS = {
+    "autoassist-prepare": ("fairseq_autoassist.prepare_corpus:main",
+                           "any parallel corpus, any language pair, to a fairseq data-bin folder"),
+    "autoassist-evaluate": ("fairseq_autoassist.evaluate:main",
+                            "sacreBLEU and chrF, with signatures, of a checkpoint on a prepared split"),
+    "autoassist-benchmark": ("fairseq_autoassist.benchmark.command:main",
+                             "the side-by-side benchmark of the selection policies (presets, resume, reports)"),
+}

@@ -1,0 +1,261 @@
+"""AutoAssist's moving parts for one training run, owned in one place (no fairseq import).
+
+``AutoAssistRuntime`` builds the parts a policy needs (``selection.policies``): the Assistant and its
+worker, the table of each pair's latest loss, the optional loss log, the selector and the shrinking
+batch stream. The fairseq task talks only to it: the stream for batches, ``loss_weights`` (when
+``weighted``) and ``report_losses`` in each training step, ``metrics`` for the logs, ``state_dict`` /
+``load_state_dict`` for checkpoints.
+
+Under distributed training every rank holds a runtime; the first rank's selection of each chunk is
+broadcast and every rank's losses are gathered (``distributed``), so all ranks build the same
+batches and train the same Assistant.
+"""
+
+import functools
+import logging
+import time
+
+import numpy as np
+
+from . import distributed
+from .assistant import Assistant, AssistantConfig
+from .data import ShrinkingBatchStream
+from .errors import AutoAssistConfigError
+from .loss_log import LossLog
+from .options import RuntimeOptions, build
+from .raw_corpus import read_noise
+from .selection import (
+    SelectionOptions,
+    SelectionSchedule,
+    Selector,
+    batch_importance_weights,
+)
+from .selection.policies import POLICIES
+from .worker import AsyncAssistantWorker, SyncAssistantWorker
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_VERSION = 3
+
+
+def read_flagged_pairs(path, num_pairs):
+    """The pairs listed in a ``noise.tsv`` (``raw_corpus.read_noise``) as a boolean mask."""
+    try:
+        ids = np.asarray(list(read_noise(path)), dtype=np.int64)
+    except (OSError, ValueError) as error:
+        raise AutoAssistConfigError(f"--autoassist-noise-ids {path} is unreadable ({error}); pass the noise.tsv "
+                                    "written by scripts/make_noisy_corpus.py") from None
+    if len(ids) and (ids.min() < 0 or ids.max() >= num_pairs):
+        raise AutoAssistConfigError(f"--autoassist-noise-ids {path} lists line {int(ids.max())}, but the training "
+                                    f"split has {num_pairs} pairs; pass the noise.tsv of this corpus")
+    flagged = np.zeros(num_pairs, dtype=bool)
+    flagged[ids] = True
+    return flagged
+
+
+def feed_back(policy, ids, per_token_losses, keep_prob, loss_table=None, worker=None, loss_log=None):
+    """One step's per-token losses of the kept pairs, with the probability each was kept with, to the
+    consumers a policy has (``scripts/replay_selection.py`` replays a loss log through this too)."""
+    for consumer in (loss_table, loss_log):
+        if consumer is not None:
+            consumer.submit(ids, per_token_losses, keep_prob)
+    if worker is None:
+        return
+    if policy.learns_table_labels:
+        # A label may need two visits (learning progress): the Assistant learns from the pairs that have one.
+        labels = loss_table.labels(ids)
+        labelled = np.isfinite(labels)
+        if labelled.any():
+            worker.submit(ids[labelled], per_token_losses[labelled], keep_prob[labelled], labels[labelled])
+    else:
+        worker.submit(ids, per_token_losses, keep_prob)
+
+
+class AutoAssistRuntime:
+    """
+    Args:
+        cfg: the task's config (every ``autoassist_*`` option, read by field name).
+        candidates: dataset indices eligible for training, in fairseq's order.
+        target_sizes: target length of every dataset index.
+        chunk_pairs: candidates per selection chunk.
+        seed, max_epoch, max_update: fairseq's training settings.
+        make_batches: ``f(indices) -> list of index arrays`` under the token budget.
+        pair_features: ``f() -> PairFeatures``, called (once) only when the policy needs the features.
+        steps_per_pass: training steps of one unfiltered pass (full global batches / ranks).
+        min_batches_per_epoch: the number of ranks.
+    """
+
+    def __init__(self, cfg, candidates, target_sizes, chunk_pairs, seed, max_epoch, max_update, make_batches,
+                 pair_features, steps_per_pass=1, min_batches_per_epoch=1):
+        self.policy = POLICIES[cfg.autoassist_policy]
+        self.runtime_options = build(RuntimeOptions, cfg)
+        selection_options = build(SelectionOptions, cfg)
+        if self.policy.paced and not (max_update or max_epoch):
+            raise AutoAssistConfigError(
+                f"--autoassist-policy {cfg.autoassist_policy} paces its selection by the fraction of training done; "
+                "set --max-update or --max-epoch")
+        features = functools.cache(pair_features)
+        self.worker = self._build_worker(cfg, features()) if self.policy.needs_assistant else None
+        self.loss_table = self.policy.build_loss_table(
+            len(target_sizes), selection_options, steps_per_pass, cfg.autoassist_loss_mean_decay,
+            groups=features().near_duplicate_groups() if self.policy.needs_groups else None)
+        self.loss_log = None
+        if self.runtime_options.loss_log and distributed.rank() == 0:
+            self.loss_log = LossLog(self.runtime_options.loss_log)
+        self.selector = Selector(
+            selection_options,
+            build(SelectionSchedule, cfg, max_epoch=max_epoch or 0, max_update=max_update or 0),
+            seed=seed, worker=self.worker, loss_table=self.loss_table,
+            difficulty=self.policy.difficulty_shares(target_sizes, features),
+        )
+        flagged = None
+        if self.runtime_options.noise_ids:
+            flagged = read_flagged_pairs(self.runtime_options.noise_ids, len(target_sizes))
+        self.stream = ShrinkingBatchStream(
+            candidates, target_sizes, chunk_pairs, seed, make_batches, self._select_on_every_rank,
+            on_epoch_complete=self._record_epoch_digest, min_batches_per_epoch=min_batches_per_epoch,
+            flagged=flagged,
+        )
+        self.corpus_mean_target_length = float(np.mean(target_sizes[candidates]))
+        self.selection_cpu_seconds = 0.0
+
+    def _build_worker(self, cfg, features):
+        assistant = Assistant(features, build(AssistantConfig, cfg))
+        if self.runtime_options.sync:
+            return SyncAssistantWorker(assistant)
+        return AsyncAssistantWorker(assistant, queue_size=self.runtime_options.queue_size)
+
+    # ------------------------------------------------------------ selection
+    def _select_on_every_rank(self, indices, epoch, pass_index, chunk):
+        started = time.thread_time()
+        try:
+            return self._select(indices, epoch, pass_index, chunk)
+        finally:
+            self.selection_cpu_seconds += time.thread_time() - started
+
+    def _select(self, indices, epoch, pass_index, chunk):
+        """The selector's choice; under distributed training the first rank's, broadcast."""
+        if distributed.world_size() == 1:
+            return self.selector.select(indices, epoch, pass_index, chunk)
+        kept, keep_prob = (None, None)
+        if distributed.rank() == 0:
+            kept, keep_prob = self.selector.select(indices, epoch, pass_index, chunk)
+        kept = distributed.broadcast_from_first_rank(kept, np.int64)
+        keep_prob = distributed.broadcast_from_first_rank(
+            np.zeros(0, np.float32) if keep_prob is None else keep_prob, np.float32
+        )
+        return kept, (keep_prob if len(keep_prob) == len(kept) and len(kept) else None)
+
+    def _record_epoch_digest(self, epoch, num_batches, digest):
+        logger.info("AutoAssist: epoch %d has %d global batches, selection digest %s", epoch, num_batches, digest)
+        if self.runtime_options.digest_file:
+            with open(f"{self.runtime_options.digest_file}.rank{distributed.rank()}", "a") as f:
+                f.write(f"{epoch}\t{num_batches}\t{digest}\n")
+
+    # ------------------------------------------------------------ training steps
+    def set_num_updates(self, num_updates):
+        """Keeps update-based schedules (annealing, InfoBatch's delta, SPL's pace) current."""
+        self.selector.num_updates = num_updates
+
+    @property
+    def weighted(self):
+        """Whether kept pairs' losses carry importance weights (``loss_weights``)."""
+        return self.selector.options.weighted
+
+    def loss_weights(self, ids, target_lengths):
+        """Per-pair loss weights of a batch: importance weights, see ``batch_importance_weights``."""
+        return batch_importance_weights(self.stream.pair_keep_prob[ids], target_lengths)
+
+    @property
+    def wants_losses(self):
+        return any(consumer is not None for consumer in (self.worker, self.loss_table, self.loss_log))
+
+    def report_losses(self, ids, per_token_losses):
+        """A step's per-token losses (every rank's, when distributed) to the Assistant, the loss table
+        and the loss log, with the probability each pair was kept with. A collective when distributed:
+        every rank calls it once per step, a dummy batch with empty arrays."""
+        if distributed.world_size() > 1:
+            ids, per_token_losses = distributed.all_gather_pairs(ids, per_token_losses)
+        if not len(ids):
+            return
+        # Every rank iterates the whole global batch list, so each holds every pair's probability.
+        feed_back(self.policy, ids, per_token_losses, self.stream.pair_keep_prob[ids], self.loss_table, self.worker,
+                  self.loss_log)
+
+    # ------------------------------------------------------------ logs
+    def metrics(self):
+        """Plain scalars for fairseq's training logs (see the README's "What the logs show")."""
+        stats = self.stream.latest_stats
+        out = {
+            "aa_kept": stats.kept_pairs / max(stats.candidate_pairs, 1),
+            "aa_kept_tok": stats.kept_tokens / max(stats.candidate_tokens, 1),
+            "aa_kept_len": stats.kept_tokens / max(stats.kept_pairs, 1),
+            "aa_corpus_len": self.corpus_mean_target_length,
+            # CPU seconds so far: choosing pairs (scoring, drawing, batching; training thread), the whole
+            # process (every thread), and below the Assistant's updates (its own thread).
+            "aa_cpu_select": self.selection_cpu_seconds,
+            "aa_cpu_process": time.process_time(),
+        }
+        if self.stream.flagged is not None:
+            out["aa_kept_noisy"] = stats.kept_flagged / max(stats.candidate_flagged, 1)
+            out["aa_kept_clean"] = (stats.kept_pairs - stats.kept_flagged) / max(
+                stats.candidate_pairs - stats.candidate_flagged, 1)
+        if self.worker is not None:
+            w = self.worker.stats()
+            out.update({
+                "aa_acc": w["accuracy"],
+                "aa_conf": w["confidence"],
+                "aa_pos_rate": w["positive_rate"],
+                "aa_auc_new": w["auc_new"],
+                "aa_auc_seen": w["auc_seen"],
+                "aa_own_share": self.selector.own_loss_share,
+                "aa_loss_mean": w["loss_mean"],
+                "aa_dropped": w["dropped"],
+                "aa_healthy": float(w["healthy"]),
+                "aa_cpu_assistant": w["cpu_seconds"],
+            })
+        return out
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self, consumed_global_batches):
+        state = {
+            "version": CHECKPOINT_VERSION,
+            "policy": self.policy.name,
+            "stream": self.stream.state_dict(consumed_global_batches),
+        }
+        if self.worker is not None:
+            state["assistant"] = self.worker.state_dict()
+        if self.loss_table is not None:
+            state["loss_table"] = self.loss_table.state_dict()
+        if self.loss_log is not None:
+            state["loss_log_length"] = self.loss_log.length()
+        return state
+
+    def load_state_dict(self, state):
+        """Restores a checkpoint's state, or raises ``AutoAssistConfigError`` naming the way out."""
+        problem = self._state_problem(state)
+        if problem is None:
+            try:
+                self.stream.load_state_dict(state["stream"])
+                if self.worker is not None:
+                    self.worker.load_state_dict(state["assistant"])
+                if self.loss_table is not None:
+                    self.loss_table.load_state_dict(state["loss_table"])
+                if self.loss_log is not None and "loss_log_length" in state:
+                    self.loss_log.rewind(state["loss_log_length"])
+            except (KeyError, ValueError, TypeError, IndexError) as error:
+                problem = f"is corrupt ({type(error).__name__}: {error})"
+        if problem:
+            raise AutoAssistConfigError(
+                f"the checkpoint's AutoAssist state {problem}; restart AutoAssist with "
+                "--autoassist-reset-state (the Boss's weights are still loaded)"
+            )
+
+    def _state_problem(self, state):
+        if state.get("version") != CHECKPOINT_VERSION:
+            return f"has version {state.get('version')!r}, this release reads version {CHECKPOINT_VERSION}"
+        if state.get("policy") != self.policy.name:
+            return f"was written with --autoassist-policy {state.get('policy')}, not {self.policy.name}"
+        if "stream" not in state:
+            return "has no selection stream"
+        return None
