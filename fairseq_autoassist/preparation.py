@@ -48,25 +48,20 @@ def sampled(sample, num_texts):
     return {"input_sentence_size": sample, "shuffle_input_sentence": True} if sample and num_texts > sample else {}
 
 
-def write_data_bin(dest, splits, src, tgt, vocab_size, workers=1, character_coverage=1.0, sample=None):
+def write_data_bin(dest, splits, src, tgt, vocab_size, workers=1, character_coverage=1.0, sample=None,
+                   stage=None):
     """Binarizes ``splits`` (``{fairseq split name: (source lines, target lines)}``, with ``train``,
     ``valid`` and one or more ``test*``) into ``dest`` with a sentencepiece model trained on the training
-    pairs (``train_sentencepiece``'s ``character_coverage`` and ``sample``); returns the model's number of pieces."""
+    pairs (``train_sentencepiece``'s ``character_coverage`` and ``sample``); returns the model's number of pieces.
+    ``stage(name, action, *args)`` runs each of the three stages (a caller times and logs them)."""
+    stage = stage or _unlogged
     os.makedirs(dest, exist_ok=True)
     work = tempfile.mkdtemp(prefix="spm-", dir=dest)
     try:
         train_src, train_tgt = splits["train"]
-        model = train_sentencepiece(train_src + train_tgt, os.path.join(dest, "spm"), vocab_size, character_coverage,
-                                    sample)
-        os.makedirs(os.path.join(dest, "raw"), exist_ok=True)
-        for split, sides in splits.items():
-            for lang, lines in zip((src, tgt), sides):
-                with open(os.path.join(work, f"{split}.{lang}"), "w", encoding="utf-8") as f:
-                    for pieces in model.encode(lines, out_type=str):
-                        f.write(" ".join(pieces) + "\n")
-                if split != "train":
-                    with open(os.path.join(dest, "raw", f"{split}.{lang}"), "w", encoding="utf-8") as f:
-                        f.write("\n".join(lines) + "\n")
+        model = stage("training sentencepiece", train_sentencepiece, train_src + train_tgt, os.path.join(dest, "spm"),
+                      vocab_size, character_coverage, sample)
+        stage("encoding", _encode_splits, model, splits, src, tgt, work, dest)
         for stale in os.listdir(dest):
             if stale.startswith("dict.") or stale.endswith((".bin", ".idx")):
                 os.unlink(os.path.join(dest, stale))
@@ -79,10 +74,28 @@ def write_data_bin(dest, splits, src, tgt, vocab_size, workers=1, character_cove
             "--destdir", dest, "--joined-dictionary", "--workers", str(workers),
         ]
         logger.info("binarizing: %s", " ".join(command))
-        subprocess.run(command, check=True)
+        stage("binarizing", subprocess.run, command, check=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return model.get_piece_size()
+
+
+def _unlogged(name, action, *args, **kwargs):
+    return action(*args, **kwargs)
+
+
+def _encode_splits(model, splits, src, tgt, work, dest):
+    """Every split's pieces into ``work`` for fairseq-preprocess, the held-out splits' raw text into ``dest/raw``."""
+    os.makedirs(os.path.join(dest, "raw"), exist_ok=True)
+    for split, sides in splits.items():
+        for lang, lines in zip((src, tgt), sides):
+            with open(os.path.join(work, f"{split}.{lang}"), "w", encoding="utf-8") as f:
+                for pieces in model.encode(lines, out_type=str):
+                    f.write(" ".join(pieces) + "\n")
+            if split != "train":
+                with open(os.path.join(dest, "raw", f"{split}.{lang}"), "w", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+            logger.info("encoded %s.%s: %d lines", split, lang, len(lines))
 
 
 def write_manifest(dest, info):

@@ -236,8 +236,8 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
         splits["train"] = taken((source, target), kept_pairs)
         info["cleaning"] = {"removed": {rule: len(lines) for rule, lines in removed.items()},
                             "kept": len(kept_pairs), "of": len(source)}
-    pieces = stages.run("sentencepiece, encoding and binarizing", write_data_bin, dest, splits, src, tgt, vocab_size,
-                        workers, character_coverage=coverage, sample=spm_sample)
+    pieces = write_data_bin(dest, splits, src, tgt, vocab_size, workers, character_coverage=coverage, sample=spm_sample,
+                            stage=stages.run)
     info.update(vocab_size=vocab_size, sentencepiece_pieces=pieces, character_coverage=coverage,
                 pairs={name: len(sides[0]) for name, sides in splits.items()}, stage_seconds=stages.seconds)
     write_manifest(dest, info)
