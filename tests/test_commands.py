@@ -2,6 +2,7 @@
 ``python -m fairseq_autoassist --help`` lists them."""
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -31,8 +32,14 @@ def test_a_pip_install_gives_every_console_command_without_the_repository(tmp_pa
     # a .pth file, is not processed there); the package itself installed into the fresh one, not editable.
     with open(os.path.join(fresh_site, "dependencies.pth"), "w") as f:
         f.write("\n".join(site.getsitepackages()) + "\n")
+    # From a copy of what the package is made of: the build writes beside its sources, and the checkout stays clean.
+    source = tmp_path / "source"
+    shutil.copytree(os.path.join(ROOT, "fairseq_autoassist"), source / "fairseq_autoassist",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.py", "README.md"):
+        shutil.copy(os.path.join(ROOT, name), source / name)
     subprocess.run([str(fresh_python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet",
-                    "--disable-pip-version-check", ROOT], check=True, cwd=tmp_path)
+                    "--disable-pip-version-check", str(source)], check=True, cwd=tmp_path)
     where = subprocess.run([str(fresh_python), "-c", "import fairseq_autoassist; print(fairseq_autoassist.__file__)"],
                            check=True, capture_output=True, text=True, cwd=tmp_path).stdout
     assert where.startswith(fresh_site), where

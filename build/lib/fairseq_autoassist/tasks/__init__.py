@@ -1,1 +1,0 @@
-"""fairseq tasks of this package (fairseq also auto-imports this folder from --user-dir)."""
