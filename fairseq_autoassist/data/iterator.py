@@ -143,7 +143,10 @@ def collate_with_host_side(collater, pad, samples):
     """``collater(samples)`` with ``HOST_SIDE``: the batch's ``ids`` and ``target_lengths`` (non-pad tokens)."""
     batch = collater(samples)
     if batch:
-        batch[HOST_SIDE] = {"ids": batch["id"].numpy(), "target_lengths": batch["target"].ne(pad).sum(1).numpy()}
+        # Copies, not views: a data loader worker moves the batch's tensors to shared memory to hand them over,
+        # which would leave a view pointing at freed memory.
+        batch[HOST_SIDE] = {"ids": batch["id"].numpy().copy(),
+                            "target_lengths": batch["target"].ne(pad).sum(1).numpy().copy()}
     return batch
 
 
