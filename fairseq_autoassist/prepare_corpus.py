@@ -110,10 +110,11 @@ def read_input(paths, src, tgt, columns):
         return {"train": read_sides(paths)}
     [path] = paths
     if os.path.isdir(path):
-        stems = sorted({name.split(".")[0] for name in os.listdir(path)
-                        if find_raw_file(path, name.split(".")[0], src) and find_raw_file(path, name.split(".")[0], tgt)})
+        named = {name.split(".")[0] for name in os.listdir(path)}
+        stems = sorted(stem for stem in named if find_raw_file(path, stem, src) and find_raw_file(path, stem, tgt))
         if "train" not in stems:
-            raise PreparationError(f"{path} has no train.{src}[.gz] and train.{tgt}[.gz]; check --input and --src/--tgt")
+            raise PreparationError(f"{path} has no train.{src}[.gz] and train.{tgt}[.gz]; check --input and "
+                                   "--src/--tgt")
         corpus = {}
         for stem in stems:
             name = "valid" if stem in VALIDATION_STEMS else stem

@@ -41,10 +41,10 @@ def prepare(input_path, dest, src="de", tgt="en", vocab_size=8000, valid_sentenc
         raise PreparationError(f"--src {src} --tgt {tgt}: Tatoeba deu-eng holds English and German; use de and en")
     if not os.path.isfile(input_path):
         raise PreparationError(f"{input_path} does not exist; download {SOURCE_URL} and pass it with --input")
-    if zipfile.is_zipfile(input_path) and MEMBER not in zipfile.ZipFile(input_path).namelist():
-        raise PreparationError(f"{input_path} has no {MEMBER} (members: "
-                               f"{', '.join(zipfile.ZipFile(input_path).namelist())}); pass the deu-eng.zip of "
-                               f"{SOURCE_URL}, or another language's with autoassist-prepare")
+    members = zipfile.ZipFile(input_path).namelist() if zipfile.is_zipfile(input_path) else [MEMBER]
+    if MEMBER not in members:
+        raise PreparationError(f"{input_path} has no {MEMBER} (members: {', '.join(members)}); pass the deu-eng.zip "
+                               f"of {SOURCE_URL}, or another language's with autoassist-prepare")
     test_sets = []
     if multi30k_dir:
         test_sets.append(f"multi30k_test_2016_flickr={os.path.join(multi30k_dir, 'test_2016_flickr')}")

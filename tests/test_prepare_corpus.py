@@ -71,8 +71,8 @@ def test_bad_chunk_tables_and_tables_stop_with_the_file_and_line(tmp_path):
         prepare_corpus.read_table(str(tsv), (3, 1))
     with pytest.raises(PreparationError, match="name its source and target columns with --columns"):
         prepare_corpus.read_input([str(tsv)], "fr", "en", None)
+    write_sides(tmp_path / "only-train", "train", made_up_pairs(30))
     with pytest.raises(PreparationError, match="has no validation and test split of its own; split them off"):
-        write_sides(tmp_path / "only-train", "train", made_up_pairs(30))
         prepare_corpus.prepare([str(tmp_path / "only-train")], str(tmp_path / "out"), "xx", "yy")
 
 
