@@ -4,6 +4,8 @@ Each rule removes the pairs it finds, in this order, and a pair counts for the f
 
 * ``duplicate``: an exact copy of an earlier pair;
 * ``near_duplicate``: equal to an earlier pair once case, digits, punctuation and spacing are ignored;
+* ``length`` (off by default): a side of more than ``max_pieces`` sentencepiece pieces (fairseq's WMT preparation:
+  250);
 * ``length_ratio``: one side more than ``max_length_ratio`` times as long as the other, in sentencepiece pieces
   (fairseq's WMT preparation filters at 1.5 with ``clean-corpus-n.perl`` on subwords);
 * ``copy``: the target copies the source: at least ``max_copy_overlap`` of the target's words occur in the source;
@@ -35,7 +37,7 @@ import numpy as np
 from .option_fields import option, option_fields, value_problem
 from .raw_corpus import PreparationError
 
-RULES = ("duplicate", "near_duplicate", "length_ratio", "copy", "language", "lexical")
+RULES = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "lexical")
 # fairseq's dictionaries put their four special symbols (<s>, <pad>, </s>, <unk>) before the pieces.
 SPECIAL_SYMBOLS = 4
 END_OF_SENTENCE = 2
@@ -43,11 +45,13 @@ END_OF_SENTENCE = 2
 
 @dataclass
 class CleaningOptions:
-    """Which rules run, and their thresholds (each a ``prepare_multi30k.py --clean`` option)."""
+    """Which rules run, and their thresholds (each an ``autoassist-prepare --clean`` option)."""
 
     duplicates: bool = option(True, "remove exact duplicate pairs")
     near_duplicates: bool = option(True, "remove pairs equal to an earlier one up to case, digits, punctuation and "
                                    "spacing")
+    max_pieces: int = option(0, "remove pairs with a side of more than this many sentencepiece pieces (0: off; "
+                             "fairseq's WMT recipe: 250)", minimum=0)
     max_length_ratio: float = option(1.5, "remove pairs whose longer side has more than this many times the "
                                      "sentencepiece pieces of the shorter (0: off)", minimum=0)
     max_copy_overlap: float = option(0.8, "remove pairs in which at least this share of the target's words occur in "
@@ -150,8 +154,8 @@ def clean(source, target, src_lang, tgt_lang, options, pieces=None, encode=None,
     ``pieces(text) -> number of pieces`` measures the length ratio (needed when ``max_length_ratio`` > 0);
     ``encode`` and ``vocab_size`` (of ``pair_features``) the lexical score (needed when ``lexical_below`` > 0).
     """
-    if options.max_length_ratio > 0 and pieces is None:
-        raise ValueError("the length-ratio rule needs a piece counter")
+    if (options.max_length_ratio > 0 or options.max_pieces > 0) and pieces is None:
+        raise ValueError("the length rules need a piece counter")
     if options.lexical_below > 0 and (encode is None or vocab_size is None):
         raise ValueError("the lexical rule needs a piece model (encode, vocab_size)")
     detect = language_detector() if options.language else None
@@ -192,9 +196,11 @@ def _first_rule(src, tgt, src_lang, tgt_lang, options, pieces, detect, seen_exac
         if key in seen_normalized:
             return "near_duplicate"
         seen_normalized.add(key)
-    if options.max_length_ratio > 0:
+    if options.max_pieces > 0 or options.max_length_ratio > 0:
         lengths = sorted((max(pieces(src), 1), max(pieces(tgt), 1)))
-        if lengths[1] > options.max_length_ratio * lengths[0]:
+        if 0 < options.max_pieces < lengths[1]:
+            return "length"
+        if options.max_length_ratio > 0 and lengths[1] > options.max_length_ratio * lengths[0]:
             return "length_ratio"
     if options.max_copy_overlap > 0 and copy_overlap(*key) >= options.max_copy_overlap:
         return "copy"

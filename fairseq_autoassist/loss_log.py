@@ -2,7 +2,7 @@
 
 ``--autoassist-loss-log FILE`` appends one record per training step: the dataset ids of the step's
 pairs, their per-token losses and the probability each was kept with.
-``scripts/replay_assistant.py`` feeds such a log to Assistants of other settings and measures how
+``scripts/research/replay_assistant.py`` feeds such a log to Assistants of other settings and measures how
 well each predicts the label, in seconds instead of a training run. A checkpoint records the log's
 length; a run resumed from it cuts the log back there, so the steps it trains again are logged once.
 """

@@ -1,7 +1,7 @@
 """From parallel text in memory to a fairseq data-bin folder: one joint sentencepiece model, every split
 encoded with it, ``fairseq-preprocess --joined-dictionary``, and what evaluation needs kept beside the data
-(``spm.model``, ``raw/{split}.{lang}`` of every held-out split). Used by scripts/prepare_multi30k.py and
-scripts/prepare_tatoeba.py; scripts/prepare_wmt14.py streams its much larger corpus its own way.
+(``spm.model``, ``raw/{split}.{lang}`` of every held-out split). Used by ``autoassist-prepare``
+(``prepare_corpus.py``), which every preparation script runs.
 
 A joined dictionary makes one folder serve both directions: fairseq finds ``train.de-en.*`` for
 ``--source-lang en --target-lang de`` too.

@@ -30,8 +30,12 @@ file and line or the flag.
 """
 
 import argparse
+import collections
+import dataclasses
+import functools
 import logging
 import os
+import shutil
 import sys
 import time
 import zipfile
@@ -40,8 +44,8 @@ import numpy as np
 
 from .cleaning import add_arguments as add_cleaning_arguments, clean, options_from as cleaning_options
 from .preparation import train_sentencepiece, write_data_bin, write_manifest
-from .raw_corpus import (PreparationError, check_side_by_side, decode_lines, exit_code, find_raw_file, nonempty_pairs,
-                         read_lines)
+from .raw_corpus import (CLEAN_ONLY, NOISE_LIST, PreparationError, check_side_by_side, decode_lines, exit_code,
+                         find_raw_file, nonempty_pairs, read_lines, read_noise, write_noise)
 
 logger = logging.getLogger("autoassist-prepare")
 
@@ -193,29 +197,33 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
     stages = Stages()
     corpus = stages.run("reading", read_input, paths, src, tgt, columns)
     source, target = corpus.pop("train")
+    noise = read_noise_list(paths)
     kept = nonempty_pairs((source, target))
     if not kept:
         raise PreparationError(f"{paths[0]} holds no sentence pairs")
     empty = len(source) - len(kept)
     if empty:
-        logger.warning("dropped %d training pairs with an empty side", empty)
-    info = {"source": src, "target": tgt, "input": [os.path.abspath(path) for path in paths], "seed": seed,
+        logger.warning("dropped %d training pairs with an empty side (the first at line %d)", empty,
+                       min(set(range(len(source))) - set(kept)) + 1)
+    info = {"source": src, "target": tgt, "input": [os.path.abspath(path) for path in paths],
             "read_pairs": len(source), "empty_training_pairs_dropped": empty}
+    # The input's line number of every training pair, through each step that drops or reorders them.
+    lines = np.asarray(kept, dtype=np.int64)
+    keys = group_keys(split_by, source, target, kept) if split_by else None
+    source, target = taken((source, target), kept)
     held_out = {}
     if split_by:
-        keys = group_keys(split_by, source, target, kept)
-        source, target = taken((source, target), kept)
         indices = stages.run("splitting", split_off, keys, valid_groups, test_groups, seed)
         held_out = {name: taken((source, target), indices[name]) for name in ("valid", "test")}
-        info["split_by"] = split_by
+        info.update(split_by=split_by, seed=seed)
         info["groups"] = {name: int(len(np.unique(keys[indices[name]]))) for name in indices}
         source, target = taken((source, target), indices["train"])
+        lines = lines[indices["train"]]
         further = corpus  # the folder's own splits, a second opinion beside the split-off test set
     else:
         if "valid" not in corpus or not any(stem.startswith("test") for stem in corpus):
             raise PreparationError(f"{paths[0]} has no validation and test split of its own; split them off the "
                                    "training pairs with --split-by source, target or chunks:FILE")
-        source, target = taken((source, target), kept)
         held_out = {"valid": corpus.pop("valid")}
         first_test = min(stem for stem in corpus if stem.startswith("test"))
         held_out["test"] = corpus.pop(first_test)
@@ -234,16 +242,81 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
     if cleaning is not None:
         kept_pairs, removed = stages.run("cleaning", clean_pairs, source, target, src, tgt, cleaning, dest,
                                          vocab_size, coverage, spm_sample)
+        if not kept_pairs:
+            raise PreparationError(f"the cleaning rules removed every one of the {len(source)} training pairs of "
+                                   f"{paths[0]} ({', '.join(f'{rule}: {len(at)}' for rule, at in removed.items() if at)})"
+                                   "; check the input or loosen the --clean-* thresholds")
         splits["train"] = taken((source, target), kept_pairs)
-        info["cleaning"] = {"removed": {rule: len(lines) for rule, lines in removed.items()},
-                            "kept": len(kept_pairs), "of": len(source)}
-    pieces = write_data_bin(dest, splits, src, tgt, vocab_size, workers, character_coverage=coverage, sample=spm_sample,
-                            stage=stages.run)
+        info["cleaning"] = {"options": dataclasses.asdict(cleaning), "kept": len(kept_pairs), "of": len(source),
+                            "rules": cleaning_report({rule: lines[removed_at] for rule, removed_at in removed.items()},
+                                                     noise)}
+        lines = lines[kept_pairs]
+    write = functools.partial(write_data_bin, src=src, tgt=tgt, vocab_size=vocab_size, workers=workers,
+                              character_coverage=coverage, sample=spm_sample)
+    pieces = write(dest, splits, stage=stages.run)
     info.update(vocab_size=vocab_size, sentencepiece_pieces=pieces, character_coverage=coverage,
-                pairs={name: len(sides[0]) for name, sides in splits.items()}, stage_seconds=stages.seconds)
+                pairs={name: len(sides[0]) for name, sides in splits.items()})
+    remove_noise_list(dest)
+    if noise is not None:
+        info.update(carry_noise_list(dest, noise, lines, splits, cleaning is not None, write, info))
+    info["stage_seconds"] = stages.seconds
     write_manifest(dest, info)
     logger.info("prepared %s: %s pairs in %.0f s", dest, info["pairs"], sum(stages.seconds.values()))
     return info
+
+
+def read_noise_list(paths):
+    """``{input line: kind}`` of the corrupted training pairs a folder lists in ``noise.tsv`` (a noisy copy of
+    ``research/make_noisy_corpus.py``), or None."""
+    path = os.path.join(paths[0], NOISE_LIST)
+    return read_noise(path) if len(paths) == 1 and os.path.isfile(path) else None
+
+
+def cleaning_report(removed, noise):
+    """Per rule: the pairs removed and, with a noise list (``{input line: kind}``), how many of each kind."""
+    report = {}
+    for rule, lines in removed.items():
+        report[rule] = {"removed": len(lines)}
+        if noise is not None:
+            kinds = collections.Counter(noise.get(int(line), "clean") for line in lines)
+            report[rule]["by_kind"] = dict(sorted(kinds.items()))
+    return report
+
+
+def carry_noise_list(dest, noise, lines, splits, cleaned, write, info):
+    """Writes ``dest``'s ``noise.tsv`` (the listed pairs still in training, by dataset index: binarizing keeps the
+    order; ``lines``: each training pair's input line) and the clean-only oracle, the same corpus without them,
+    prepared the same way in ``dest/clean-only`` (``info``: what its ``prepare.json`` shares with ``dest``'s);
+    returns what ``dest``'s ``prepare.json`` says of them."""
+    index_of = {int(line): index for index, line in enumerate(lines)}
+    kept_noise = {index_of[line]: kind for line, kind in noise.items() if line in index_of}
+    if cleaned:
+        kept_noise = without_lone_duplicates(kept_noise, splits["train"])
+    write_noise(os.path.join(dest, NOISE_LIST), kept_noise)
+    clean_lines = [i for i in range(len(lines)) if i not in kept_noise]
+    clean_splits = {**splits, "train": taken(splits["train"], clean_lines)}
+    clean_dest = os.path.join(dest, CLEAN_ONLY)
+    pieces = write(clean_dest, clean_splits)
+    write_manifest(clean_dest, {**info, "clean_only_of": os.path.abspath(dest), "sentencepiece_pieces": pieces,
+                                "pairs": {name: len(sides[0]) for name, sides in clean_splits.items()}})
+    return {"noise_ids": NOISE_LIST, "clean_only": {"folder": CLEAN_ONLY, "train_pairs": len(clean_lines)}}
+
+
+def without_lone_duplicates(noise, training):
+    """``noise`` without the listed duplicates that are the only copy left of their pair: the duplicate rule
+    keeps the first of equal pairs, which may be the listed copy rather than its original."""
+    pairs = list(zip(*training))
+    counts = collections.Counter(pairs)
+    return {line: kind for line, kind in noise.items() if kind != "duplicate" or counts[pairs[line]] > 1}
+
+
+def remove_noise_list(dest):
+    """Removes a noise list and clean-only oracle an earlier preparation left in ``dest``."""
+    path = os.path.join(dest, NOISE_LIST)
+    if os.path.isfile(path):
+        os.unlink(path)
+    if os.path.isdir(os.path.join(dest, CLEAN_ONLY)):
+        shutil.rmtree(os.path.join(dest, CLEAN_ONLY))
 
 
 def clean_pairs(source, target, src, tgt, options, dest, vocab_size, coverage, sample):

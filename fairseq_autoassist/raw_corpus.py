@@ -1,6 +1,6 @@
 """Raw parallel text as distributed (plain or gzipped, one sentence per line), read with errors that name
 the file and line; the corruption of a noisy copy and the list of its corrupted pairs (no fairseq import). Used
-by scripts/prepare_multi30k.py, scripts/make_noisy_corpus.py, scripts/paracrawl_report.py and
+by autoassist-prepare, scripts/research/make_noisy_corpus.py, scripts/research/paracrawl_report.py and
 ``--autoassist-noise-ids``."""
 
 import gzip

@@ -44,7 +44,7 @@ def read_flagged_pairs(path, num_pairs):
         ids = np.asarray(list(read_noise(path)), dtype=np.int64)
     except (OSError, ValueError) as error:
         raise AutoAssistConfigError(f"--autoassist-noise-ids {path} is unreadable ({error}); pass the noise.tsv "
-                                    "written by scripts/make_noisy_corpus.py") from None
+                                    "written by scripts/research/make_noisy_corpus.py") from None
     if len(ids) and (ids.min() < 0 or ids.max() >= num_pairs):
         raise AutoAssistConfigError(f"--autoassist-noise-ids {path} lists line {int(ids.max())}, but the training "
                                     f"split has {num_pairs} pairs; pass the noise.tsv of this corpus")
@@ -55,7 +55,7 @@ def read_flagged_pairs(path, num_pairs):
 
 def feed_back(policy, ids, per_token_losses, keep_prob, loss_table=None, worker=None, loss_log=None):
     """One step's per-token losses of the kept pairs, with the probability each was kept with, to the
-    consumers a policy has (``scripts/replay_selection.py`` replays a loss log through this too)."""
+    consumers a policy has (``scripts/research/replay_selection.py`` replays a loss log through this too)."""
     for consumer in (loss_table, loss_log):
         if consumer is not None:
             consumer.submit(ids, per_token_losses, keep_prob)

@@ -14,36 +14,40 @@ them (``training-parallel-europarl-v7.tgz``, ``training-parallel-commoncrawl.tgz
 ``training-parallel-nc-v9.tgz``, ``dev.tgz``, ``test-full.tgz``). Only with ``--download`` are missing
 archives fetched from statmt.org, when the host is reachable.
 
-Steps, with progress in the log: read each corpus (strict UTF-8, equal line counts per side); drop pairs
-with an empty side and exact duplicate pairs (the first stays); train one joint sentencepiece model
-(``--vocab-size``, default 32,000 pieces) on a random sample of ``--spm-sample`` training sentences; encode
-every split; drop training pairs with a side outside 1-250 pieces or a length ratio above 1.5 (the
-filter of fairseq's script, ``clean-corpus-n.perl -ratio 1.5 ... 1 250``); binarize with
-``fairseq-preprocess --joined-dictionary --workers``. Beside the data: ``spm.model``,
-``raw/{valid,test}.{src,tgt}`` (the untokenized references, for ``scripts/evaluate_bleu.py``) and
-``prepare.json`` (pairs per corpus, what each filter removed, the settings).
+The files found are written as one line-aligned folder (the training corpora one after another, newstest2013 as
+validation, newstest2014 as the test set ``test_newstest2014``), which ``autoassist-prepare`` prepares
+(``fairseq_autoassist/prepare_corpus.py``, with progress and the time of each stage in the log and prepare.json):
+pairs with an empty side dropped, then fairseq's WMT filters as cleaning rules (exact duplicate pairs, a side
+outside 1-250 sentencepiece pieces, a length ratio above 1.5: ``clean-corpus-n.perl -ratio 1.5 ... 1 250`` on
+subwords, measured with a model trained on the uncleaned pairs), one joint sentencepiece model (``--vocab-size``,
+default 32,000 pieces) on a random sample of ``--spm-sample`` training sentences, ``fairseq-preprocess
+--joined-dictionary --workers``. Beside the data: ``spm.model``, ``raw/`` (the untokenized held-out text, for
+``autoassist-evaluate``) and ``prepare.json`` (pairs per corpus, what each filter removed, the settings).
 """
 
 import argparse
 import fnmatch
 import logging
 import os
-import random
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 import urllib.request
 
+from fairseq_autoassist.cleaning import CleaningOptions
 from fairseq_autoassist.preparation import write_manifest
-from fairseq_autoassist.raw_corpus import PreparationError, check_side_by_side, exit_code, read_lines
+from fairseq_autoassist.prepare_corpus import prepare as prepare_corpus
+from fairseq_autoassist.raw_corpus import (PreparationError, check_side_by_side, exit_code, nonempty_pairs, read_lines,
+                                           read_parallel)
 
 logger = logging.getLogger("prepare_wmt14")
 
 MAX_PIECES = 250
 MAX_RATIO = 1.5
-PROGRESS_EVERY = 500_000
+# fairseq's WMT filters (prepare-wmt14en2de.sh): exact duplicates, 1-250 pieces a side, a length ratio of 1.5.
+WMT_FILTERS = CleaningOptions(duplicates=True, near_duplicates=False, max_pieces=MAX_PIECES,
+                              max_length_ratio=MAX_RATIO, max_copy_overlap=0, language=False, lexical_below=0)
 STATMT = "http://statmt.org"
 # corpus -> (file name pattern of one side, archive holding it, its download address); the pattern's
 # {pair} is e.g. "de-en", {compact} "deen", {lang} the side's language, {role} "src" or "ref".
@@ -164,89 +168,29 @@ def locate(folder, names, src, tgt, allow_download):
     return found
 
 
-def clean_pairs(corpora):
-    """Training pairs of every corpus without empty sides and exact duplicates; counts per corpus and filter."""
-    seen, source, target = set(), [], []
-    counts = {"corpora": {}, "removed": {"empty": 0, "duplicate": 0}}
-    for name, (src_lines, tgt_lines) in corpora.items():
-        counts["corpora"][name] = len(src_lines)
-        for src_line, tgt_line in zip(src_lines, tgt_lines):
-            src_line, tgt_line = src_line.strip(), tgt_line.strip()
-            if not src_line or not tgt_line:
-                counts["removed"]["empty"] += 1
-                continue
-            key = hash((src_line, tgt_line))
-            if key in seen:
-                counts["removed"]["duplicate"] += 1
-                continue
-            seen.add(key)
-            source.append(src_line)
-            target.append(tgt_line)
-        logger.info("read %s: %d pairs (%d kept so far)", name, len(src_lines), len(source))
-    return source, target, counts
-
-
-def train_sentencepiece(source, target, prefix, vocab_size, sample, seed):
-    import sentencepiece as spm
-
-    rng = random.Random(seed)
-    total = len(source) + len(target)
-    chosen = sorted(rng.sample(range(total), min(sample, total)))
-    sentences = (source[i] if i < len(source) else target[i - len(source)] for i in chosen)
-    logger.info("training sentencepiece (%d pieces) on %d of %d sentences", vocab_size, len(chosen), total)
-    try:
-        spm.SentencePieceTrainer.train(sentence_iterator=sentences, model_prefix=prefix, vocab_size=vocab_size,
-                                       character_coverage=1.0, model_type="unigram", num_threads=os.cpu_count(),
-                                       input_sentence_size=len(chosen), minloglevel=1)
-    except RuntimeError as error:
-        raise PreparationError(f"sentencepiece could not train {vocab_size} pieces ({str(error).splitlines()[-1]}); "
-                               "lower --vocab-size") from None
-    return spm.SentencePieceProcessor(model_file=prefix + ".model")
-
-
-def encode(model, lines, threads):
-    """Sentencepiece pieces of ``lines``, in chunks with progress reports."""
-    for start in range(0, len(lines), PROGRESS_EVERY):
-        yield from model.encode(lines[start:start + PROGRESS_EVERY], out_type=str, num_threads=threads)
-        if len(lines) > PROGRESS_EVERY:
-            logger.info("encoded %d of %d sentences", min(start + PROGRESS_EVERY, len(lines)), len(lines))
-
-
-def keep_by_length(source_pieces, target_pieces):
-    """Whether a pair has both sides within 1-250 pieces and a length ratio of at most 1.5, and if not,
-    which test removed it ("length" is tested first)."""
-    if not (1 <= len(source_pieces) <= MAX_PIECES and 1 <= len(target_pieces) <= MAX_PIECES):
-        return "length"
-    if max(len(source_pieces), len(target_pieces)) > MAX_RATIO * min(len(source_pieces), len(target_pieces)):
-        return "ratio"
-    return None
-
-
-def write_training_pieces(model, source, target, prefix, src, tgt, threads):
-    """Encodes the training pairs and writes those the length tests keep to ``prefix.{src,tgt}``, one
-    chunk of pairs in memory at a time; returns the pairs kept and the number each test removed."""
-    kept, removed = 0, {"length": 0, "ratio": 0}
-    with open(f"{prefix}.{src}", "w", encoding="utf-8") as out_src, \
-            open(f"{prefix}.{tgt}", "w", encoding="utf-8") as out_tgt:
-        for source_pieces, target_pieces in zip(encode(model, source, threads), encode(model, target, threads)):
-            reason = keep_by_length(source_pieces, target_pieces)
-            if reason:
-                removed[reason] += 1
-                continue
-            out_src.write(" ".join(source_pieces) + "\n")
-            out_tgt.write(" ".join(target_pieces) + "\n")
-            kept += 1
-    return kept, removed
-
-
-def write_lines(path, lines):
-    with open(path, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write((" ".join(line) if isinstance(line, list) else line) + "\n")
+def write_folder(train_paths, held_out_paths, folder, src, tgt):
+    """Writes the training corpora one after another and the held-out sets as line-aligned files in ``folder``
+    (``train``, ``valid``, ``test_newstest2014``); returns the pairs of each training corpus."""
+    os.makedirs(folder, exist_ok=True)
+    counts = {}
+    for stem, corpora in (("train", train_paths), ("valid", {"valid": held_out_paths["valid"]}),
+                          ("test_newstest2014", {"test": held_out_paths["test"]})):
+        outputs = [open(os.path.join(folder, f"{stem}.{lang}"), "w", encoding="utf-8") for lang in (src, tgt)]
+        try:
+            for name, paths in corpora.items():
+                sides = read_side_by_side(paths)
+                for out, lines in zip(outputs, sides):
+                    out.writelines(line.strip() + "\n" for line in lines)
+                counts[name] = len(sides[0])
+                logger.info("read %s: %d pairs", name, len(sides[0]))
+        finally:
+            for out in outputs:
+                out.close()
+    return {name: counts[name] for name in train_paths}
 
 
 def prepare(raw_dir, dest, src="en", tgt="de", vocab_size=32000, spm_sample=1_000_000, workers=1,
-            news_commentary=9, allow_download=False, seed=1):
+            news_commentary=9, allow_download=False):
     if src == tgt:
         raise PreparationError(f"--src and --tgt are both {src}; choose two languages")
     if not os.path.isdir(raw_dir):
@@ -256,49 +200,22 @@ def prepare(raw_dir, dest, src="en", tgt="de", vocab_size=32000, spm_sample=1_00
     os.makedirs(dest, exist_ok=True)
     work = tempfile.mkdtemp(prefix="wmt14-", dir=dest)
     try:
-        folder = RawFolder(raw_dir, work)
+        folder = RawFolder(raw_dir, os.path.join(work, "extracted"))
+        os.makedirs(folder.work)
         training = {**TRAIN_CORPORA, f"news-commentary-v{news_commentary}": NEWS_COMMENTARY[news_commentary]}
         train_paths = locate(folder, training, src, tgt, allow_download)
         held_out_paths = locate(folder, HELD_OUT, src, tgt, allow_download)
-        source, target, counts = clean_pairs({name: read_side_by_side(paths) for name, paths in train_paths.items()})
-        if not source:
-            raise PreparationError(f"no training pair is left after removing empty lines and duplicates; check the "
-                                   f"files in --raw-dir {raw_dir}")
-        held_out = {split: read_side_by_side(paths) for split, paths in held_out_paths.items()}
-
-        model = train_sentencepiece(source, target, os.path.join(dest, "spm"), vocab_size, spm_sample, seed)
-        threads = max(1, workers)
-        kept, removed = write_training_pieces(model, source, target, os.path.join(work, "train"), src, tgt, threads)
-        counts["removed"].update(removed)
-        if not kept:
-            raise PreparationError(f"every training pair has a side longer than {MAX_PIECES} pieces or a length ratio "
-                                   f"above {MAX_RATIO}; check the files in --raw-dir {raw_dir}")
-        os.makedirs(os.path.join(dest, "raw"), exist_ok=True)
-        for split, sides in held_out.items():
-            for lang, lines in zip((src, tgt), sides):
-                write_lines(os.path.join(work, f"{split}.{lang}"), encode(model, lines, threads))
-                write_lines(os.path.join(dest, "raw", f"{split}.{lang}"), lines)
-        for stale in os.listdir(dest):
-            if stale.startswith("dict.") or stale.endswith((".bin", ".idx")):
-                os.unlink(os.path.join(dest, stale))
-        command = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", src, "--target-lang", tgt,
-                   "--trainpref", os.path.join(work, "train"), "--validpref", os.path.join(work, "valid"),
-                   "--testpref", os.path.join(work, "test"), "--destdir", dest, "--joined-dictionary",
-                   "--workers", str(max(1, workers))]
-        logger.info("binarizing: %s", " ".join(command))
-        subprocess.run(command, check=True)
+        corpus = os.path.join(work, "corpus")
+        corpora = write_folder(train_paths, held_out_paths, corpus, src, tgt)
+        if not nonempty_pairs(read_parallel(corpus, "train", src, tgt)):
+            raise PreparationError(f"no training pair is left after removing empty lines; check the files in "
+                                   f"--raw-dir {raw_dir}")
+        info = prepare_corpus([corpus], dest, src, tgt, cleaning=WMT_FILTERS, vocab_size=vocab_size,
+                              spm_sample=spm_sample, workers=workers, name="wmt14")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    info = {
-        "source": src, "target": tgt, "news_commentary": news_commentary,
-        "corpora": counts["corpora"], "removed": counts["removed"],
-        "pairs": {"train": kept, "valid": len(held_out["valid"][0]), "test": len(held_out["test"][0])},
-        "sentencepiece_pieces": model.get_piece_size(), "sentencepiece_sample": min(spm_sample, 2 * len(source)),
-        "filters": {"pieces": [1, MAX_PIECES], "max_ratio": MAX_RATIO, "exact_duplicates": "removed"},
-        "raw_dir": os.path.abspath(raw_dir),
-    }
+    info.update(input=[os.path.abspath(raw_dir)], news_commentary=news_commentary, corpora=corpora)
     write_manifest(dest, info)
-    logger.info("prepared %s: %s; removed %s", dest, info["pairs"], info["removed"])
     return info
 
 
@@ -316,11 +233,10 @@ def main(argv=None):
                         help="News Commentary version: 9 (4.5M pairs in all, the paper's) or 12")
     parser.add_argument("--workers", type=int, default=1, help="encoding threads and fairseq-preprocess workers")
     parser.add_argument("--download", action="store_true", help="fetch missing archives from statmt.org")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the sentencepiece sample")
     args = parser.parse_args(argv)
     dest = args.dest or os.path.join("data-bin", f"wmt14.{args.src}-{args.tgt}")
     return exit_code(lambda: prepare(args.raw_dir, dest, args.src, args.tgt, args.vocab_size, args.spm_sample,
-                                     args.workers, args.news_commentary, args.download, args.seed), logger)
+                                     args.workers, args.news_commentary, args.download), logger)
 
 
 if __name__ == "__main__":

@@ -377,7 +377,7 @@ def test_smoke_preset_runs_every_arm_and_writes_every_output(smoke_run):
 @pytest.mark.slow
 def test_the_bleu_breakdown_reads_every_scored_run_of_a_benchmark(smoke_run, tmp_path):
     out, _ = smoke_run
-    run_script("scripts/bleu_breakdown.py", "--data", str(out / "data-bin"), "--bench", str(out),
+    run_script("scripts/research/bleu_breakdown.py", "--data", str(out / "data-bin"), "--bench", str(out),
                "--out", str(tmp_path))
     with open(tmp_path / "bleu_breakdown_test.json") as f:
         breakdown = json.load(f)
@@ -397,7 +397,7 @@ def test_the_bleu_breakdown_reads_every_scored_run_of_a_benchmark(smoke_run, tmp
 @pytest.mark.slow
 def test_the_skipped_pairs_report_reads_the_loss_band_of_a_learnable_run(smoke_run, tmp_path):
     out, _ = smoke_run
-    run_script("scripts/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
+    run_script("scripts/research/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
                str(out / "runs" / "learnable-seed1" / "checkpoint_last.pt"), "--out", str(tmp_path))
     with open(tmp_path / "skipped_pairs.json") as f:
         skipped = json.load(f)
@@ -411,7 +411,7 @@ def test_the_skipped_pairs_report_reads_the_loss_band_of_a_learnable_run(smoke_r
     assert run["skipped_as_unlearnable"] == run["skipped"] and last_epoch["kept_share"] < 1
     buckets = run["by"]["target length"].values()
     assert sum(row["pairs"] for row in buckets) == sum(row["pairs"] for row in run["by"]["source / target length"].values())
-    refused = run_script("scripts/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
+    refused = run_script("scripts/research/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
                          str(out / "runs" / "keep-all-seed1" / "checkpoint_last.pt"), "--out", str(tmp_path),
                          check=False)
     assert refused.returncode == 2 and "--autoassist-policy keep-all" in refused.stdout

@@ -1,11 +1,11 @@
-"""scripts/benchmark_scale.py: the synthetic WMT-shaped corpus and the figures derived from measurements."""
+"""scripts/research/benchmark_scale.py: the synthetic WMT-shaped corpus and the figures derived from measurements."""
 
 import json
 
 import numpy as np
 import pytest
 
-from scripts import benchmark_scale
+from scripts.research import benchmark_scale
 
 
 def test_the_synthetic_corpus_is_a_fairseq_dataset_of_the_asked_shape(tmp_path):

@@ -63,7 +63,7 @@ def test_a_missing_language_identifier_names_the_install_and_the_flag(monkeypatc
 def test_the_paracrawl_reader_takes_both_layouts_and_refuses_an_unknown_judgement(tmp_path):
     import gzip
 
-    from scripts.paracrawl_report import read_judged_pairs
+    from scripts.research.paracrawl_report import read_judged_pairs
 
     with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
         f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n")
@@ -81,7 +81,7 @@ def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_l
     import gzip
 
     from fairseq_autoassist.raw_corpus import read_noise, read_parallel
-    from scripts.paracrawl_report import report
+    from scripts.research.paracrawl_report import report
 
     with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
         f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n"
@@ -100,7 +100,7 @@ def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_l
 def test_the_paracrawl_report_takes_the_language_pair_and_refuses_a_corpus_that_contradicts_it(tmp_path):
     import gzip
 
-    from scripts.paracrawl_report import report
+    from scripts.research.paracrawl_report import report
 
     with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
         f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n")
@@ -115,7 +115,7 @@ def test_the_paracrawl_report_takes_the_language_pair_and_refuses_a_corpus_that_
 
 
 def test_the_classifier_learning_curve_finds_a_signal_in_the_features_and_none_in_noise():
-    from scripts.paracrawl_report import classifier_learning_curve
+    from scripts.research.paracrawl_report import classifier_learning_curve
 
     rng = np.random.default_rng(0)
     positive = rng.random(800) < 0.6
@@ -128,7 +128,7 @@ def test_the_classifier_learning_curve_finds_a_signal_in_the_features_and_none_i
 
 
 def test_the_label_free_classifier_scores_pairs_like_its_synthetic_negatives_low_and_sees_nothing_without_them():
-    from scripts.paracrawl_report import synthetic_negative_scores
+    from scripts.research.paracrawl_report import synthetic_negative_scores
 
     rng = np.random.default_rng(0)
     held_out = np.arange(600, 1000)

@@ -1,4 +1,4 @@
-"""scripts/make_noisy_corpus.py: seeded web-mined noise on a share of the training pairs, other splits untouched."""
+"""scripts/research/make_noisy_corpus.py: seeded web-mined noise on a share of the training pairs, other splits untouched."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 
 from fairseq_autoassist.raw_corpus import KINDS, PreparationError, corrupt, kind_counts, read_noise, read_parallel
 from fairseq_autoassist.recipes import write_synthetic_multi30k
-from scripts import make_noisy_corpus as noisy
+from scripts.research import make_noisy_corpus as noisy
 
 
 def test_each_kind_of_noise_is_what_its_name_says(tmp_path):

@@ -93,7 +93,7 @@ def noisy_data(raw_corpus, tmp_path_factory):
     """The synthetic corpus with 30% of its training pairs corrupted (truncated, misaligned, ...): target lengths
     that vary within one source length, as in a web-mined corpus."""
     folder = tmp_path_factory.mktemp("noisy")
-    run_script("scripts/make_noisy_corpus.py", "--raw-dir", raw_corpus, "--out", str(folder / "raw"))
+    run_script("scripts/research/make_noisy_corpus.py", "--raw-dir", raw_corpus, "--out", str(folder / "raw"))
     run_script("scripts/prepare_multi30k.py", "--raw-dir", str(folder / "raw"), "--dest", str(folder / "data-bin"),
                "--vocab-size", "120", "--workers", "1", "--no-download")
     return str(folder / "data-bin")
@@ -134,7 +134,7 @@ def test_the_plugins_stock_sort_over_a_whole_pass_gives_exactly_the_stock_batche
 
 @pytest.mark.slow
 def test_the_packing_report_measures_each_arms_batches_and_noise(noisy_data, tmp_path):
-    run_script("scripts/packing_report.py", "--data", noisy_data, "--out", str(tmp_path), "--preset", "smoke")
+    run_script("scripts/research/packing_report.py", "--data", noisy_data, "--out", str(tmp_path), "--preset", "smoke")
     with open(tmp_path / "packing.json") as f:
         arms = json.load(f)["arms"]
     assert list(arms) == PACKING_ARMS

@@ -1,5 +1,5 @@
-"""scripts/prepare_wmt14.py on small synthetic files in WMT's distributed formats: plain parallel text,
-.tgz archives and the SGM test files."""
+"""scripts/prepare_wmt14.py, a preset of autoassist-prepare, on small synthetic files in WMT's distributed formats:
+plain parallel text, .tgz archives and the SGM test files."""
 
 import io
 import json
@@ -99,8 +99,11 @@ def test_prepares_every_corpus_with_wmt_cleaning_and_a_manifest(tmp_path, wmt_fo
     dest = tmp_path / "data-bin"
     info = prepare.prepare(str(raw), str(dest), src="en", tgt="de", vocab_size=48, spm_sample=1000)
     assert info["corpora"] == {"europarl-v7": 40, "commoncrawl": 30, "news-commentary-v9": 20}
-    assert info["removed"] == {"empty": 1, "duplicate": 1, "length": 1, "ratio": 1}
+    assert info["empty_training_pairs_dropped"] == 1
+    removed = {rule: report["removed"] for rule, report in info["cleaning"]["rules"].items() if report["removed"]}
+    assert removed == {"duplicate": 1, "length": 1, "length_ratio": 1}
     assert info["pairs"] == {"train": 86, "valid": 12, "test": 15}
+    assert info["test_sets"] == {"test": "test_newstest2014"} and info["input"] == [str(raw)]
     assert json.loads((dest / "prepare.json").read_text()) == info
     # en -> de: the test source is the English -src file, the reference the German -ref file, untokenized.
     assert (dest / "raw" / "test.de").read_text(encoding="utf-8").splitlines() == [p[0] for p in held_out["test"]]

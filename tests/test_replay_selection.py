@@ -1,4 +1,4 @@
-"""The offline screen of selection rules (scripts/replay_selection.py) on a planted loss log."""
+"""The offline screen of selection rules (scripts/research/replay_selection.py) on a planted loss log."""
 
 import argparse
 
@@ -8,7 +8,7 @@ import pytest
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import LossLog
 from fairseq_autoassist.raw_corpus import write_noise
-from scripts.replay_selection import (
+from scripts.research.replay_selection import (
     comparison,
     describe_run,
     difficulty_kinds,

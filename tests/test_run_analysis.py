@@ -1,5 +1,5 @@
-"""The scripts that explain a benchmark's runs, on hand-made inputs: scripts/bleu_breakdown.py (BLEU by reference
-length, recall by training frequency) and scripts/skipped_pairs_report.py (which pairs a loss-band rule skips)."""
+"""The scripts that explain a benchmark's runs, on hand-made inputs: scripts/research/bleu_breakdown.py (BLEU by reference
+length, recall by training frequency) and scripts/research/skipped_pairs_report.py (which pairs a loss-band rule skips)."""
 
 import json
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fairseq_autoassist.raw_corpus import PreparationError
-from scripts import bleu_breakdown, skipped_pairs_report
+from scripts.research import bleu_breakdown, skipped_pairs_report
 
 REFERENCES = ["the cat sat .", "a dog ran .", "the quick brown fox jumps over the lazy dog ."]
 

@@ -27,7 +27,7 @@ ARMS = {
     "assistant-iw": {"policy": "assistant", "extra": ["--autoassist-importance-weighting"]},
     "infobatch": {"policy": "infobatch"},
     "uniform": {"policy": "uniform"},
-    # ``loss_log``: every step's per-pair losses in the run's losses.npy, for scripts/replay_selection.py.
+    # ``loss_log``: every step's per-pair losses in the run's losses.npy, for scripts/research/replay_selection.py.
     "keep-all": {"policy": "keep-all", "loss_log": True},
     # The packing ablation (padded-length or stock sort; batches rebuilt every pass or fixed once).
     "keep-all-fixed": {"policy": "keep-all", "extra": ["--autoassist-refresh-updates", "0"]},
@@ -91,7 +91,7 @@ PRESETS = {
                           arms=["baseline", *FRONTIER_BASELINES, "keep-all", "keep-all@0.6", "keep-all-fixed@0.6",
                                 "keep-all-stock-sort@0.6", "keep-all-shuffled-fixed@0.6", "assistant@0.6",
                                 "uniform@0.6", "infobatch@0.6", "learnable@0.6", "uniform-0.85@0.6"]),
-    # Noisy Multi30K copies (scripts/make_noisy_corpus.py): every run annealing at its budget, the stock frontier of
+    # Noisy Multi30K copies (scripts/research/make_noisy_corpus.py): every run annealing at its budget, the stock frontier of
     # five budgets, the rules at 0.7 of the budget (as on Tatoeba) so that the frontier can place them; the same
     # recipe on a copy prepared with --clean (its corrupted pairs mostly gone), with fewer arms.
     "multi30k-noisy": dict(NOISY_RECIPE, arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "learnable@0.7",

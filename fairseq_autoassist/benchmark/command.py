@@ -44,7 +44,7 @@ def train_arms(parser, args, preset):
         parser.error(str(error))
     if preset.get("noisy") and not os.path.isfile(noise_list(data)):
         parser.error(f"--preset {args.preset} needs a noisy corpus, but {noise_list(data)} is missing; prepare "
-                     "the output of scripts/make_noisy_corpus.py with scripts/prepare_multi30k.py --raw-dir")
+                     "the output of scripts/research/make_noisy_corpus.py with scripts/prepare_multi30k.py --raw-dir")
     arms = args.arms or preset["arms"]
     if "baseline" not in arms:
         logging.getLogger("benchmark").warning(

@@ -4,7 +4,7 @@
     python scripts/train_multi30k.py --data data-bin/multi30k-noisy30.de-en --policy keep-all \
         --save-dir runs/noisy-losslog --arch small --max-epoch 8 --max-tokens 2048 --lr 2e-3 \
         --warmup-updates 300 --no-eval-bleu -- --autoassist-loss-log runs/noisy-losslog/losses.npy
-    python scripts/replay_selection.py --data data-bin/multi30k-noisy30.de-en \
+    python scripts/research/replay_selection.py --data data-bin/multi30k-noisy30.de-en \
         --loss-log runs/noisy-losslog/losses.npy --noise-ids data/multi30k-noisy30/noise.tsv \
         --rule assistant --rule progress:base_prob=0.1 --out docs/results/benchmark-multi30k-noisy/replay
 
@@ -23,7 +23,7 @@ share of its pairs labelled informative by the paper's label and by the learning
 and, per rule, the kept share of each kind. With ``--auc POSITIVE:NEGATIVE[+NEGATIVE...]`` (kinds; repeat
 for several), also the ROC AUC with which each rule's keep probability in the last pass ranks the first kind's
 pairs above the others' (e.g. ``--auc paracrawl-V:paracrawl-A+paracrawl-L`` on the ParaCrawl mixture of
-``scripts/paracrawl_report.py --mixed-corpus``). Outputs OUT/replay_selection.json and OUT/replay_selection.md.
+``scripts/research/paracrawl_report.py --mixed-corpus``). Outputs OUT/replay_selection.json and OUT/replay_selection.md.
 """
 
 import argparse
@@ -237,7 +237,7 @@ def parse_args(argv=None):
     parser.add_argument("--data", required=True, help="the prepared data-bin folder the run trained on")
     parser.add_argument("--loss-log", required=True, help="FILE written by --autoassist-loss-log in a keep-all run")
     kinds = parser.add_mutually_exclusive_group()
-    kinds.add_argument("--noise-ids", help="noise.tsv of scripts/make_noisy_corpus.py (kinds of the corrupted pairs)")
+    kinds.add_argument("--noise-ids", help="noise.tsv of scripts/research/make_noisy_corpus.py (kinds of the corrupted pairs)")
     kinds.add_argument("--difficulty-groups-at", type=int, metavar="PASS",
                        help="group the pairs into fifths by their logged loss in this pass (loss-q1: the lowest) "
                        "instead of by noise kind")
@@ -273,7 +273,7 @@ def main(argv=None):
     steps_per_pass = sum(1 for pass_index, _, _ in logged_passes(args.loss_log) if pass_index == 1)
     logger.info("describing the logged run (%d steps per pass)", steps_per_pass)
     result = {
-        "command": "python scripts/replay_selection.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python scripts/research/replay_selection.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "languages": languages,
         "kinds": {str(name): int(count) for name, count in sorted(zip(names, counts), key=lambda x: x[0] != CLEAN)},
         "run": describe_run(args.loss_log, kinds, AssistantConfig().loss_mean_decay, steps_per_pass),

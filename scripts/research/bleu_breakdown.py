@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where each benchmark arm's BLEU comes from: n-gram precisions, BLEU by reference length, recall of frequent words.
 
-    python scripts/bleu_breakdown.py --data data-bin/tatoeba.de-en --bench runs/bench-tatoeba \
+    python scripts/research/bleu_breakdown.py --data data-bin/tatoeba.de-en --bench runs/bench-tatoeba \
         --out docs/results/benchmark-tatoeba
 
 Reads the hypotheses every finished run of a ``benchmark.py`` output folder wrote for ``--split``

@@ -2,14 +2,14 @@
 """What each packing puts into a batch, without training: the first pass's batches of the stock task and of the
 plugin's iterator under each packing of the benchmark's ablation arms.
 
-    python scripts/packing_report.py --data data-bin/multi30k-noisy30.de-en --out docs/results/packing/noisy
-    python scripts/packing_report.py --data data-bin/multi30k.de-en --out docs/results/packing/clean
+    python scripts/research/packing_report.py --data data-bin/multi30k-noisy30.de-en --out docs/results/packing/noisy
+    python scripts/research/packing_report.py --data data-bin/multi30k.de-en --out docs/results/packing/clean
 
 Every arm gets the benchmark's recipe (``--preset``, default ``multi30k-long``: model, ``--max-tokens``, seed)
 and its own iterator, built in this process as fairseq-train builds it. Per arm: batches per pass, real target
 tokens per batch, padded positions per batch (batch size times the longest source plus the longest target: what
 the model computes on) and, for each kind of corrupted pair in the folder's ``noise.tsv`` (a corpus from
-scripts/make_noisy_corpus.py), the share of each update's loss those pairs carry, against their share of the
+scripts/research/make_noisy_corpus.py), the share of each update's loss those pairs carry, against their share of the
 target tokens (``fairseq_autoassist.data.packing.update_weight_shares``). Writes OUT/packing.json and
 OUT/packing.md.
 """
@@ -115,7 +115,7 @@ def main(argv=None):
     parser.add_argument("--arms", nargs="+", default=PACKING_ARMS, type=arm_argument)
     args = parser.parse_args(argv)
     results = report(args.data, args.preset, args.seed, args.arms)
-    command = "python scripts/packing_report.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/research/packing_report.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     table = markdown(results, command)
     write_report(args.out, "packing", {"command": command, "preset": args.preset, "seed": args.seed, "arms": results},
                  table)

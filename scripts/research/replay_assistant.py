@@ -3,7 +3,7 @@
 
     python scripts/train_multi30k.py --policy keep-all --save-dir runs/losslog ... \
         -- --autoassist-loss-log runs/losslog/losses.npy
-    python scripts/replay_assistant.py --data data-bin/multi30k.de-en --loss-log runs/losslog/losses.npy \
+    python scripts/research/replay_assistant.py --data data-bin/multi30k.de-en --loss-log runs/losslog/losses.npy \
         --out docs/results/assistant-replay-multi30k
 
 A loss log (``--autoassist-loss-log``) of a run that trained on every pair holds every pair's
@@ -144,7 +144,7 @@ def main(argv=None):
         results[name] = {"config": asdict(config), "threshold_corrected": correct_threshold,
                          "passes": replay(features, args.loss_log, config, correct_threshold, args.base_prob,
                                           args.min_keep_prob, args.seed)}
-    command = "python scripts/replay_assistant.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python scripts/research/replay_assistant.py " + " ".join(sys.argv[1:] if argv is None else argv)
     record = {"command": command, "languages": languages, "results": results}
     logger.info("wrote %s", write_report(args.out, "replay", record, markdown(results, command)))
     return 0

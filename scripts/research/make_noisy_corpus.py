@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Write a copy of a raw parallel corpus in which a share of the training pairs carry web-mined noise.
 
-    python scripts/make_noisy_corpus.py --raw-dir ../shared/data/multi30k --out data/multi30k-noisy30
+    python scripts/research/make_noisy_corpus.py --raw-dir ../shared/data/multi30k --out data/multi30k-noisy30
     python scripts/prepare_multi30k.py --raw-dir data/multi30k-noisy30 --dest data-bin/multi30k-noisy30.de-en
 
 Reads Multi30K's file names (``train.SRC``/``train.TGT``, plain or gzipped) and corrupts ``--share``

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Which training pairs a loss-band rule (``learnable``, ``predicted-learnable``) skips at the end of a run.
 
-    python scripts/skipped_pairs_report.py --data data-bin/tatoeba.de-en \
+    python scripts/research/skipped_pairs_report.py --data data-bin/tatoeba.de-en \
         --checkpoints runs/bench-tatoeba/runs/learnable@0.7-seed*/checkpoint_last.pt \
         --out docs/results/benchmark-tatoeba/skipped-pairs
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Speed of the Assistant on a synthetic corpus: scoring every pair, and online updates.
 
-    python scripts/benchmark_scoring.py                # 1,000,000 pairs, vocabulary 32,000
-    python scripts/benchmark_scoring.py --pairs 200000
+    python scripts/research/benchmark_scoring.py                # 1,000,000 pairs, vocabulary 32,000
+    python scripts/research/benchmark_scoring.py --pairs 200000
 
 Runs on one core (numpy is single-threaded; torch is limited to one thread) and prints the
 scoring rate, the update cost per pair for batches of --batch-pairs pairs, and the Assistant's

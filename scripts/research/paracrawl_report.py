@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How well static cleaning and the pair features separate real web-mined noise, judged by people.
 
-    python scripts/paracrawl_report.py --paracrawl ../shared/data/paracrawl-human-eval \
+    python scripts/research/paracrawl_report.py --paracrawl ../shared/data/paracrawl-human-eval \
         --corpus ../shared/data/multi30k --out docs/results/paracrawl
 
 Mixes the 5,000 ParaCrawl English-German pairs (each judged V valid, A misaligned, MT machine translation,
@@ -22,7 +22,7 @@ With ``--mixed-corpus DIR`` it also writes the mixture as a raw corpus for train
 copied; ``noise.tsv`` lists every ParaCrawl pair with the kind ``paracrawl-LABEL``, V included, so that the
 benchmark's and the replay's kept shares come out per label):
 
-    python scripts/paracrawl_report.py --paracrawl ../shared/data/paracrawl-human-eval \
+    python scripts/research/paracrawl_report.py --paracrawl ../shared/data/paracrawl-human-eval \
         --corpus ../shared/data/multi30k --out docs/results/paracrawl --mixed-corpus data/multi30k-paracrawl
     python scripts/prepare_multi30k.py --raw-dir data/multi30k-paracrawl --dest data-bin/multi30k-paracrawl.de-en
 """

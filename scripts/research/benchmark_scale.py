@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """AutoAssist against stock translation at WMT14's scale, on a synthetic corpus shaped like it.
 
-    python scripts/benchmark_scale.py --pairs 1000000 2000000 4500000 --out docs/results/scale-wmt14
+    python scripts/research/benchmark_scale.py --pairs 1000000 2000000 4500000 --out docs/results/scale-wmt14
 
 For each size it writes a synthetic data-bin (``--work``, default /tmp/autoassist-scale) by writing
 fairseq's memory-mapped indexed dataset directly: about 30 pieces per side (lengths 1-250, a clipped
@@ -300,7 +300,7 @@ def main(argv=None):
         raw[pairs] = {"stock": stock, args.policy: autoassist, "pair_features": with_pairs}
         rows.append(compare(stock, autoassist, with_pairs))
         logger.info("%d pairs: %s", pairs, json.dumps(rows[-1]))
-    command = "python scripts/benchmark_scale.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python scripts/research/benchmark_scale.py " + " ".join(sys.argv[1:] if argv is None else argv)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "scale.json"), "w") as f:
         json.dump({"command": command, "goals": GOALS, "rows": rows, "raw": raw,
