@@ -6,6 +6,8 @@ COMMANDS = {
                            "any parallel corpus, any language pair, to a fairseq data-bin folder"),
     "autoassist-evaluate": ("fairseq_autoassist.evaluate:main",
                             "sacreBLEU and chrF, with signatures, of a checkpoint on a prepared split"),
+    "autoassist-score": ("fairseq_autoassist.reference_scores:main",
+                         "every pair's per-token loss under a trained checkpoint (a reference model), beside the data"),
     "autoassist-benchmark": ("fairseq_autoassist.benchmark.command:main",
                              "the side-by-side benchmark of the selection policies (presets, resume, reports)"),
 }

@@ -1,0 +1,92 @@
+"""autoassist-score (fairseq_autoassist/reference_scores.py): every training pair's per-token loss under a tiny
+trained model equals the criterion's own, in either direction; a killed run resumes; bad input is one line."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fairseq_autoassist.recipes import recipe
+
+from .conftest import run_script
+
+
+@pytest.fixture(scope="module")
+def reference_checkpoints(prepared_data, tmp_path_factory):
+    """A tiny stock model trained briefly in each direction of the synthetic corpus."""
+    checkpoints = {}
+    for src, tgt in (("de", "en"), ("en", "de")):
+        save_dir = tmp_path_factory.mktemp(f"reference-{src}-{tgt}")
+        args = recipe(prepared_data, str(save_dir), None, arch="tiny", max_epoch=1, max_update=8, max_tokens=600,
+                      lr=1e-3, warmup_updates=4, cpu=True, eval_bleu=False)
+        run_script("-m", "fairseq_cli.train", *args, "--source-lang", src, "--target-lang", tgt,
+                   "--no-progress-bar")
+        checkpoints[src, tgt] = str(save_dir / "checkpoint_last.pt")
+    return checkpoints
+
+
+def criterion_nll_per_pair(checkpoint, data):
+    """Per training pair, the label-smoothed criterion's nll_loss on a batch of that pair alone, over its target
+    tokens: fairseq's own loss, computed independently of the scorer's batching."""
+    import torch
+    from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
+
+    from fairseq_autoassist.reference_scores import load_reference
+
+    model, task = load_reference(checkpoint, data, "cpu")
+    task.load_dataset("train")
+    dataset = task.dataset("train")
+    criterion = LabelSmoothedCrossEntropyCriterion(task, sentence_avg=False, label_smoothing=0.1)
+    losses = np.empty(len(dataset), dtype=np.float64)
+    with torch.no_grad():
+        for index in range(len(dataset)):
+            sample = dataset.collater([dataset[index]])
+            _, _, logging_output = criterion(model, sample)
+            losses[index] = float(logging_output["nll_loss"]) / logging_output["ntokens"]
+    return losses
+
+
+@pytest.mark.slow
+def test_scores_equal_the_criterions_loss_in_both_directions_and_resume(prepared_data, reference_checkpoints,
+                                                                       tmp_path):
+    from fairseq_autoassist import reference_scores
+
+    by_direction = {}
+    for (src, tgt), checkpoint in reference_checkpoints.items():
+        output = str(tmp_path / f"{src}-{tgt}.npy")
+        info = reference_scores.score_split(checkpoint, prepared_data, output=output, max_tokens=300)
+        scores = np.load(output)
+        assert scores.dtype == np.float32 and scores.shape == (info["pairs"],) and info["scored"] == info["pairs"]
+        assert (info["source"], info["target"]) == (src, tgt)
+        np.testing.assert_allclose(scores, criterion_nll_per_pair(checkpoint, prepared_data), rtol=1e-4, atol=1e-5)
+        by_direction[src, tgt] = scores
+    # The two directions score the same pairs in the same order, differently.
+    assert not np.allclose(by_direction["de", "en"], by_direction["en", "de"])
+
+    # A run killed part way leaves NaN where it stopped; the same command scores only those.
+    output = str(tmp_path / "de-en.npy")
+    complete = np.load(output).copy()
+    partial = np.load(output, mmap_mode="r+")
+    partial[::3] = np.nan
+    partial.flush()
+    del partial
+    info = reference_scores.score_split(reference_checkpoints["de", "en"], prepared_data, output=output,
+                                        max_tokens=300)
+    assert info["scored_this_run"] == len(complete[::3])
+    np.testing.assert_allclose(np.load(output), complete, rtol=1e-5, atol=1e-6)
+    with open(output + ".json") as f:
+        assert json.load(f)["seconds_per_million_pairs"] > 0
+
+
+@pytest.mark.slow
+def test_bad_input_stops_with_one_line(prepared_data, reference_checkpoints, tmp_path):
+    missing = run_script("-m", "fairseq_autoassist.reference_scores", "--checkpoint", str(tmp_path / "none.pt"),
+                         "--data", prepared_data, check=False)
+    assert missing.returncode == 2 and "--checkpoint" in missing.stdout and "does not exist" in missing.stdout
+    assert "Traceback" not in missing.stdout
+    wrong = tmp_path / "wrong.npy"
+    np.save(wrong, np.zeros(3, dtype=np.float32))
+    mismatch = run_script("-m", "fairseq_autoassist.reference_scores", "--checkpoint",
+                          reference_checkpoints["de", "en"], "--data", prepared_data, "--output", str(wrong),
+                          check=False)
+    assert mismatch.returncode == 2 and "holds 3 float32 scores" in mismatch.stdout and "--restart" in mismatch.stdout
