@@ -11,6 +11,7 @@ from fairseq_autoassist.selection import (
     LatestLossTable,
     LossBand,
     LossHistory,
+    ReducibleLoss,
     SelectionOptions,
     SelectionSchedule,
     Selector,
@@ -29,6 +30,7 @@ from fairseq_autoassist.selection import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
+from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.selection.keep_rules import competence
 
 probabilities = st.floats(allow_nan=True, allow_infinity=True, width=32)
@@ -43,12 +45,15 @@ def test_clipped_keep_probabilities_are_bounded_for_any_rule_output(keep, floor)
     assert np.all(np.isfinite(weights)) and np.all(weights <= 1.0 / floor + 1e-3)
 
 
-def _selector_of_every_rule(policy, floor):
+def _selector_of_every_rule(policy, floor, folder):
     """A selector of ``policy`` whose loss table has seen pairs 0-49 (a rising loss) and whose Assistant
-    predicts 0 for every pair: every rule then has pairs it would keep with probability 0."""
+    predicts 0 for every pair: every rule then has pairs it would keep with probability 0 (``folder``: where the
+    reference scores of ``reducible`` go, a zero loss for every pair)."""
+    reference = str(folder / "reference.npy")
+    np.save(reference, np.zeros(100, dtype=np.float32))
     options = SelectionOptions(policy=policy.name, min_keep_prob=floor, base_prob=0.0, uniform_keep_prob=1e-6,
                                infobatch_prune_ratio=1.0, percentile_power=8.0, competence_start=1e-6,
-                               spl_start_fraction=0.0)
+                               spl_start_fraction=0.0, reference_scores=reference)
     table = policy.build_loss_table(100, options, steps_per_pass=10, mean_decay=0.0, groups=np.arange(100) // 2)
     if table is not None:
         for _ in range(3):
@@ -59,8 +64,8 @@ def _selector_of_every_rule(policy, floor):
 
 
 @pytest.mark.parametrize("policy", [p for p in POLICIES.values() if p.keep is not None], ids=lambda p: p.name)
-def test_every_policy_keeps_every_pair_with_at_least_the_floor(policy):
-    selector = _selector_of_every_rule(policy, floor=0.07)
+def test_every_policy_keeps_every_pair_with_at_least_the_floor(policy, tmp_path):
+    selector = _selector_of_every_rule(policy, floor=0.07, folder=tmp_path)
     keep = selector.keep_probabilities(np.arange(100), epoch=2)
     if keep is not None:
         assert keep.min() == pytest.approx(0.07) and keep.max() <= 1.0
@@ -366,6 +371,43 @@ def test_the_learnable_policy_trusts_a_pairs_own_label_once_seen_and_the_assista
     keep = _hybrid_keep_probabilities("learnable", band)
     # 0 and 1 are in the band (kept), 2 is unlearnable (the floor), 3 was never seen (the Assistant's 0.5).
     np.testing.assert_allclose(keep, [1.0, 1.0, 0.2, 0.2 + 0.8 * 0.5])
+
+
+def test_the_reducible_policy_skips_learned_pairs_and_noise_and_trusts_fresh_own_labels():
+    # Six pairs, their latest losses and a reference model's (trained on held-out data): an ordinary pair still
+    # to learn (3.0 over 1.0), one learned (0.6 over 0.5), one noisy (8.0, but the reference fails on it too:
+    # 7.8), one half learned (2.0 over 1.0), one the Boss has not seen yet, one the reference did not score.
+    reference = np.array([1.0, 0.5, 7.8, 1.0, 1.0, np.nan], dtype=np.float32)
+    table = ReducibleLoss(reference, quantile=0.5, mean_decay=0.0, fresh_steps=3)
+    table.submit([0, 1, 2, 3, 5], [3.0, 0.6, 8.0, 2.0, 4.0])
+    np.testing.assert_allclose(table.reducible(np.arange(4)), [2.0, 0.1, 0.2, 1.0], rtol=1e-6)
+    # The median of the reducible losses 2.0, 0.1, 0.2, 1.0 is 0.2 (the lower middle): the learned and the noisy pair
+    # are not worth training, whatever their loss; the unseen and the unscored pair have no label.
+    labels = table.labels(np.arange(6))
+    np.testing.assert_array_equal(labels[:4], [1.0, 0.0, 0.0, 1.0])
+    assert np.isnan(labels[4:]).all()
+    selector = Selector(SelectionOptions(policy="reducible", base_prob=0.2), SelectionSchedule(warmup_epochs=0),
+                        seed=1, worker=_Worker(_ConstantAssistant(0.5, 1.0)), loss_table=table)
+    keep = selector.keep_probabilities(np.arange(6), epoch=2)
+    np.testing.assert_allclose(keep, [1.0, 0.2, 0.2, 1.0, 0.6, 0.6])
+    # Four steps later the own labels are stale: the Assistant decides for every pair.
+    for _ in range(4):
+        table.submit([4], [np.nan])
+    np.testing.assert_allclose(selector.keep_probabilities(np.arange(4), epoch=2), [0.6] * 4)
+    restored = ReducibleLoss(reference, quantile=0.5, fresh_steps=3)
+    restored.load_state_dict(table.state_dict())
+    assert restored.threshold == table.threshold and restored.step == table.step
+
+
+def test_the_reducible_policy_refuses_a_missing_or_foreign_reference_with_one_line(tmp_path):
+    options = SelectionOptions(policy="reducible")
+    with pytest.raises(AutoAssistConfigError, match="needs --autoassist-reference-scores FILE"):
+        POLICIES["reducible"].build_loss_table(10, options, steps_per_pass=5, mean_decay=0.9)
+    path = tmp_path / "other.npy"
+    np.save(path, np.zeros(7, dtype=np.float32))
+    options = SelectionOptions(policy="reducible", reference_scores=str(path))
+    with pytest.raises(AutoAssistConfigError, match="holds 7 scores for 10 training pairs"):
+        POLICIES["reducible"].build_loss_table(10, options, steps_per_pass=5, mean_decay=0.9)
 
 
 def test_loss_percentile_keeps_high_loss_pairs_and_every_unseen_one():

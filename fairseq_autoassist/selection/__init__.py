@@ -13,7 +13,7 @@ from .keep_rules import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
-from .loss_table import LatestLossTable, LossBand, LossHistory, SharedByNearDuplicates
+from .loss_table import LatestLossTable, LossBand, LossHistory, ReducibleLoss, SharedByNearDuplicates
 from .policies import POLICIES, Policy
 from .sampling import (
     batch_importance_weights,
@@ -31,6 +31,7 @@ __all__ = [
     "LossBand",
     "LossHistory",
     "Policy",
+    "ReducibleLoss",
     "SharedByNearDuplicates",
     "competence_keep_probabilities",
     "difficulty_shares",

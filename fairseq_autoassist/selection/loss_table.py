@@ -1,11 +1,14 @@
 """Per-pair losses: the latest one (for the peers InfoBatch and SPL), and the tables that also label
-each pair informative or not from its own losses (for the hybrid policies ``progress`` and
-``learnable``, whose Assistant learns those labels)."""
+each pair informative or not from its own losses (for the hybrid policies ``progress``,
+``learnable`` and ``reducible``, whose Assistant learns those labels)."""
+
+import os
 
 import numpy as np
 import torch
 
 from ..compat import checkpointed_array
+from ..errors import AutoAssistConfigError
 from .sampling import selection_corrected_mean, selection_corrected_quantile
 
 
@@ -225,6 +228,77 @@ class LossBand(LabelledLossTable):
         super().load_state_dict(state)
         self.loss_median = float(state["loss_median"])
         self.bounds = [float(bound) for bound in state["bounds"]]
+
+
+class ReducibleLoss(LabelledLossTable):
+    """Each pair's *reducible loss* (RHO-LOSS, Mindermann et al. 2022): the Boss's latest per-token loss minus the
+    pair's loss under a reference model (``reference``, one float per pair; NaN: not scored). A pair the Boss has
+    learned has a low latest loss; a pair that cannot be learned (misaligned, untranslated) has a high reference
+    loss as well: both have a low reducible loss. A pair is *worth training* while its reducible loss lies above the
+    running ``quantile`` of the reported pairs' (an exponential moving average per step with decay ``mean_decay``,
+    each pair weighted by ``1 / p_keep``). Its own label is fresh for ``fresh_steps`` reports after its latest loss
+    (a loss from passes ago overstates what is left to learn).
+
+    Memory: 12 bytes per pair, the reference's 4 included.
+    """
+
+    def __init__(self, reference, quantile=0.3, mean_decay=0.9, fresh_steps=None):
+        super().__init__(len(reference), fresh_steps)
+        self.reference = np.asarray(reference, dtype=np.float32)
+        self.quantile = float(quantile)
+        self.mean_decay = float(mean_decay)
+        self.threshold = float("nan")
+
+    def reducible(self, ids):
+        return self.losses[ids].astype(np.float64) - self.reference[ids]
+
+    def submit(self, ids, per_token_losses, keep_prob=None):
+        """Stores each pair's latest loss, then moves the running quantile of the reducible losses."""
+        ids, per_token_losses, keep_prob = _finite_pairs(ids, per_token_losses, keep_prob)
+        self._record_visit(ids)
+        if not len(ids):
+            return
+        self.losses[ids] = per_token_losses
+        reducible = self.reducible(ids)
+        known = np.isfinite(reducible)
+        if known.any():
+            batch = selection_corrected_quantile(reducible[known], self.quantile,
+                                                 None if keep_prob is None else keep_prob[known])
+            self.threshold = batch if not np.isfinite(self.threshold) else (
+                self.mean_decay * self.threshold + (1 - self.mean_decay) * batch)
+
+    def labels(self, ids):
+        """1.0 (worth training) or 0.0 for each pair, NaN where its reducible loss or the threshold is unknown."""
+        reducible = self.reducible(ids)
+        if not np.isfinite(self.threshold):
+            return np.full(len(reducible), np.nan)
+        return np.where(np.isfinite(reducible), (reducible > self.threshold).astype(np.float64), np.nan)
+
+    def state_dict(self):
+        return {**super().state_dict(), "threshold": self.threshold}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.threshold = float(state["threshold"])
+
+
+def reference_losses(path, num_pairs):
+    """The reference scores of ``--autoassist-reference-scores`` (``autoassist-score``'s float32 .npy, one per
+    training pair), refused with one line where missing or of another corpus."""
+    flag = "--autoassist-reference-scores"
+    if not path:
+        raise AutoAssistConfigError(f"--autoassist-policy reducible needs {flag} FILE: score the training pairs with "
+                                    "a reference model first (autoassist-score --checkpoint CKPT --data DATA)")
+    if not os.path.isfile(path):
+        raise AutoAssistConfigError(f"{flag} {path} does not exist; write it with autoassist-score")
+    try:
+        scores = np.load(path, mmap_mode="r")
+    except ValueError as error:
+        raise AutoAssistConfigError(f"{flag} {path} is not a .npy file of autoassist-score ({error})") from None
+    if scores.shape != (num_pairs,):
+        raise AutoAssistConfigError(f"{flag} {path} holds {scores.shape[0] if scores.ndim else 0} scores for "
+                                    f"{num_pairs} training pairs; score this data folder's training split")
+    return np.asarray(scores, dtype=np.float32)
 
 
 class SharedByNearDuplicates:

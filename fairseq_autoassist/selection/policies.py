@@ -28,7 +28,7 @@ from .keep_rules import (
     self_paced_keep_probabilities,
     uniform_keep_probabilities,
 )
-from .loss_table import LatestLossTable, LossBand, LossHistory, SharedByNearDuplicates
+from .loss_table import LatestLossTable, LossBand, LossHistory, ReducibleLoss, SharedByNearDuplicates, reference_losses
 
 
 def _latest_losses(num_pairs, options, steps_per_pass, mean_decay, groups):
@@ -42,6 +42,11 @@ def _loss_history(num_pairs, options, steps_per_pass, mean_decay, groups):
 
 def _loss_band(num_pairs, options, steps_per_pass, mean_decay, groups):
     return LossBand(num_pairs, options.learned_quantile, options.unlearnable_quantile, mean_decay=mean_decay)
+
+
+def _reducible_loss(num_pairs, options, steps_per_pass, mean_decay, groups):
+    return ReducibleLoss(reference_losses(options.reference_scores, num_pairs), options.reducible_quantile,
+                         mean_decay=mean_decay, fresh_steps=round(options.reducible_fresh_passes * steps_per_pass))
 
 
 def _source_rarity(target_sizes, pair_features):
@@ -178,6 +183,11 @@ POLICIES = {
                "predicts for groups not yet seen. Meant with --autoassist-learned-quantile above 0",
                _own_label_or_assistant, needs_assistant=True, loss_table=_loss_band_of_near_duplicates,
                learns_table_labels=True, needs_groups=True),
+        Policy("reducible", "RHO-LOSS: skip pairs with little reducible loss (the Boss's latest loss minus a "
+               "reference model's, --autoassist-reference-scores), below the running --autoassist-reducible-quantile: "
+               "learned pairs and noise alike; a pair's own reducible loss while fresh, the Assistant's prediction "
+               "before and after", _own_label_or_assistant, needs_assistant=True, loss_table=_reducible_loss,
+               learns_table_labels=True),
         Policy("uniform", "keep each pair with --autoassist-uniform-keep-prob, a control", _uniform),
         Policy("skip-longest", "keep the longest --autoassist-longest-share of the pairs (by target length) only "
                "with --autoassist-base-prob, every other pair always: a static control for rules that skip long "

@@ -1,6 +1,7 @@
 """The selector: turns a policy, its schedule and (for AutoAssist) the Assistant into kept pairs."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -52,6 +53,16 @@ class SelectionOptions:
     unlearnable_quantile: float = option(
         0.8, "learnable: a pair whose latest loss is above this running quantile of the reported losses counts as "
         "unlearnable (1: none)", minimum=0, maximum=1)
+    reference_scores: Optional[str] = option(
+        None, "reducible: FILE of every training pair's loss under a reference model (the .npy of autoassist-score: "
+        "a model trained on held-out data, or on the other half of the corpus)")
+    reducible_quantile: float = option(
+        0.3, "reducible: a pair whose reducible loss (the Boss's latest loss minus the reference's) is below this "
+        "running quantile of the reported pairs' counts as not worth training (learned, or noise the reference "
+        "cannot learn either)", minimum=0, maximum=1)
+    reducible_fresh_passes: float = option(
+        1.0, "reducible: a pair's own reducible loss decides while its latest loss is at most this many passes old; "
+        "older or missing, the Assistant's prediction of its label decides", minimum=0)
     percentile_power: float = option(
         1.0, "loss-percentile: a pair is kept with (percentile of its latest loss) ** this power; the mean keep "
         "probability is about 1 / (power + 1)", minimum=0, exclude_minimum=True)
