@@ -8,6 +8,8 @@ COMMANDS = {
                             "sacreBLEU and chrF, with signatures, of a checkpoint on a prepared split"),
     "autoassist-score": ("fairseq_autoassist.reference_scores:main",
                          "every pair's per-token loss under a trained checkpoint (a reference model), beside the data"),
+    "autoassist-reference": ("fairseq_autoassist.reference_models:main",
+                             "reference models by recipe (two halves, or a trusted corpus): their scores and cost"),
     "autoassist-benchmark": ("fairseq_autoassist.benchmark.command:main",
                              "the side-by-side benchmark of the selection policies (presets, resume, reports)"),
 }

@@ -106,9 +106,10 @@ def open_scores(path, num_pairs, restart):
 
 
 def score_split(checkpoint, data, split="train", output=None, max_tokens=8192, device="cpu", restart=False,
-                log_seconds=30.0):
+                log_seconds=30.0, only=None):
     """Scores ``split`` of ``data`` with ``checkpoint`` into ``output`` (default ``DATA/scores/SRC-TGT.npy``, the
-    checkpoint's direction), resuming a partial file; returns what ``OUTPUT.json`` says."""
+    checkpoint's direction), resuming a partial file; ``only``: the pairs to score (default every pair). Returns
+    what ``OUTPUT.json`` says."""
     import torch
     from fairseq import utils as fairseq_utils
     from fairseq.data import data_utils
@@ -121,6 +122,8 @@ def score_split(checkpoint, data, split="train", output=None, max_tokens=8192, d
     dataset = task.dataset(split)
     scores = open_scores(output, len(dataset), restart)
     pending = np.flatnonzero(np.isnan(scores))
+    if only is not None:
+        pending = np.intersect1d(pending, only)
     order = dataset.ordered_indices()
     order = order[np.isin(order, pending)]
     order, too_long = dataset.filter_indices_by_size(order, model.max_positions())

@@ -90,3 +90,60 @@ def test_bad_input_stops_with_one_line(prepared_data, reference_checkpoints, tmp
                           reference_checkpoints["de", "en"], "--data", prepared_data, "--output", str(wrong),
                           check=False)
     assert mismatch.returncode == 2 and "holds 3 float32 scores" in mismatch.stdout and "--restart" in mismatch.stdout
+
+
+@pytest.mark.slow
+def test_two_halves_score_every_pair_with_the_model_that_did_not_see_it(prepared_data, tmp_path):
+    import shutil
+
+    from fairseq_autoassist import reference_models, reference_scores
+
+    data = str(tmp_path / "data")
+    shutil.copytree(prepared_data, data)
+    info = reference_models.build_reference(data, "two-halves", max_update=20, arch="tiny", max_tokens=300)
+    half = reference_models.halves_by_source(data, seed=1)
+    source, _ = reference_models.load_split(data, "train", "de")
+    by_source = {}
+    for index in range(len(source)):
+        by_source.setdefault(source[index].numpy().tobytes(), set()).add(int(half[index]))
+    assert all(len(sides) == 1 for sides in by_source.values()) and 0 < half.mean() < 1
+    scores = np.load(info["scores"])
+    assert info["scored"] == info["pairs"] == len(scores) and np.isfinite(scores).all()
+    # Each half's pairs carry the other half's model's losses, and not their own model's.
+    for side in (0, 1):
+        other = str(tmp_path / "data" / "reference" / "two-halves" / f"half{1 - side}" / "checkpoints"
+                    / "checkpoint_last.pt")
+        own = other.replace(f"half{1 - side}", f"half{side}")
+        check = str(tmp_path / f"check{side}.npy")
+        reference_scores.score_split(other, data, output=check, max_tokens=300)
+        np.testing.assert_allclose(scores[half == side], np.load(check)[half == side], rtol=1e-5, atol=1e-6)
+        reference_scores.score_split(own, data, output=check, max_tokens=300, restart=True)
+        assert not np.allclose(scores[half == side], np.load(check)[half == side])
+    cost = info["cost"]
+    assert [model["updates"] for model in info["models"]] == [20, 20]
+    assert cost["target_tokens"] == sum(model["target_tokens"] for model in info["models"]) > 0
+    with open(tmp_path / "data" / "scores" / "two-halves.json") as f:
+        assert json.load(f)["cost"] == cost
+    # Run again: nothing is trained or scored twice.
+    again = reference_models.build_reference(data, "two-halves", max_update=20, arch="tiny", max_tokens=300)
+    assert [model["scored_pairs"] for model in again["models"]] == [0, 0]
+
+
+@pytest.mark.slow
+def test_a_trusted_corpus_in_the_datas_own_pieces_scores_every_pair(prepared_data, raw_corpus, tmp_path):
+    import os
+    import shutil
+
+    from fairseq_autoassist import reference_models
+
+    data = str(tmp_path / "data")
+    shutil.copytree(prepared_data, data)
+    trusted = [os.path.join(raw_corpus, f"val.{lang}") for lang in ("de", "en")]
+    info = reference_models.build_reference(data, "trusted", max_update=20, arch="tiny", trusted=trusted,
+                                            max_tokens=300)
+    assert info["scored"] == info["pairs"] and info["models"][0]["pairs"] == 40
+    folder = tmp_path / "data" / "reference" / "trusted" / "corpus"
+    assert (folder / "dict.de.txt").read_text() == (tmp_path / "data" / "dict.de.txt").read_text()
+    refused = run_script("-m", "fairseq_autoassist.reference_models", "--data", data, "--recipe", "trusted",
+                         "--max-update", "5", check=False)
+    assert refused.returncode == 2 and "--recipe trusted needs --trusted SRC_FILE TGT_FILE" in refused.stdout
