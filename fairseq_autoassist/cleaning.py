@@ -210,6 +210,16 @@ def _first_rule(src, tgt, src_lang, tgt_lang, options, pieces, detect, seen_exac
     return None
 
 
+def dual_cross_entropy(forward, backward):
+    """Junczys-Dowmunt's (2018) dual conditional cross-entropy of each pair: ``|H_fwd - H_bwd| + (H_fwd + H_bwd) / 2``
+    from its per-token cross-entropies under a model of each direction (``forward``: target given source,
+    ``backward``: source given target). Low where both models find the pair likely and agree; NaN where either is
+    unscored. The best-scoring single feature of the WMT18 parallel corpus filtering task."""
+    forward = np.asarray(forward, dtype=np.float64)
+    backward = np.asarray(backward, dtype=np.float64)
+    return np.abs(forward - backward) + 0.5 * (forward + backward)
+
+
 def add_arguments(parser):
     """``--clean`` and a flag per rule (``--no-clean-RULE`` or ``--clean-THRESHOLD VALUE``) on ``parser``."""
     parser.add_argument("--clean", action="store_true", help="clean the training pairs with the rules below "

@@ -10,6 +10,8 @@ COMMANDS = {
                          "every pair's per-token loss under a trained checkpoint (a reference model), beside the data"),
     "autoassist-reference": ("fairseq_autoassist.reference_models:main",
                              "reference models by recipe (two halves, or a trusted corpus): their scores and cost"),
+    "autoassist-filter": ("fairseq_autoassist.filter_pairs:main",
+                          "a prepared folder without the pairs two reference models find unlikely (dual cross-entropy)"),
     "autoassist-benchmark": ("fairseq_autoassist.benchmark.command:main",
                              "the side-by-side benchmark of the selection policies (presets, resume, reports)"),
 }

@@ -31,7 +31,7 @@ import numpy as np
 
 from .benchmark.logs import parse_epochs
 from .errors import AutoAssistConfigError
-from .raw_corpus import PreparationError, check_side_by_side, read_lines
+from .raw_corpus import NOISE_LIST, PreparationError, check_side_by_side, read_lines, read_noise, write_noise
 from .recipes import data_languages, recipe, require_prepared, run_logged, write_atomically
 from .reference_scores import SCORES_FOLDER, ScoringError, score_split
 
@@ -86,13 +86,21 @@ def write_subset(data, indices, dest):
         builder.finalize(prefix + ".idx")
     for name in os.listdir(data):
         path = os.path.join(data, name)
-        if os.path.isfile(path) and not name.startswith("train.") and name != "prepare.json":
+        if os.path.isfile(path) and not name.startswith("train.") and name not in ("prepare.json", NOISE_LIST):
             shutil.copyfile(path, os.path.join(dest, name))
     if os.path.isdir(os.path.join(data, "raw")):
         shutil.copytree(os.path.join(data, "raw"), os.path.join(dest, "raw"), dirs_exist_ok=True)
     info = dict(require_prepared(data))
+    info.pop("clean_only", None)
     info.update(subset_of=os.path.abspath(data), pairs={**info.get("pairs", {}), "train": len(indices)})
+    noise_path = os.path.join(data, NOISE_LIST)
+    if os.path.isfile(noise_path):
+        # The corrupted pairs' list follows them to their new dataset indices.
+        new_index = {int(old): new for new, old in enumerate(indices)}
+        write_noise(os.path.join(dest, NOISE_LIST),
+                    {new_index[line]: kind for line, kind in read_noise(noise_path).items() if line in new_index})
     write_atomically(os.path.join(dest, "prepare.json"), json.dumps(info, indent=2))
+    return info
 
 
 def encode_trusted(data, paths, dest):

@@ -198,3 +198,20 @@ def test_languages_compare_by_their_primary_subtag():
     found = cleaning.check_declared_languages(["x"] * 4, ["y"] * 4, "zh", "en",
                                               detect=lambda text: "zh-Hant" if text == "x" else "en")
     assert found == {"source": ("zh", "zh", 1.0), "target": ("en", "en", 1.0)}
+
+
+def test_dual_cross_entropy_removes_a_misaligned_pair_and_keeps_a_clean_one():
+    from fairseq_autoassist.cleaning import dual_cross_entropy
+    from fairseq_autoassist.filter_pairs import kept_by_dual_cross_entropy
+
+    # Per-token cross-entropies of four pairs under a model of each direction: a clean pair (both low, alike), a
+    # pair whose target is another sentence's (both high), an untranslated copy (one direction finds the copy
+    # easy, the other not), a pair the backward model did not score.
+    forward = np.array([1.0, 5.0, 0.5, 1.0])
+    backward = np.array([1.2, 5.4, 4.0, np.nan])
+    scores = dual_cross_entropy(forward, backward)
+    np.testing.assert_allclose(scores[:3], [0.2 + 1.1, 0.4 + 5.2, 3.5 + 2.25])
+    assert np.isnan(scores[3])
+    np.testing.assert_array_equal(kept_by_dual_cross_entropy(scores, above=3.0), [0, 3])
+    np.testing.assert_array_equal(kept_by_dual_cross_entropy(scores, worst_share=0.25), [0, 1, 3])  # 5.75 first
+    np.testing.assert_array_equal(kept_by_dual_cross_entropy(scores, worst_share=0.5), [0, 3])
