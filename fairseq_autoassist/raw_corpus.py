@@ -88,6 +88,8 @@ def nonempty_pairs(sides):
 NOISE_LIST = "noise.tsv"
 # The folder, inside a noisy copy's data folder, of the same corpus without those pairs (the clean-only oracle).
 CLEAN_ONLY = "clean-only"
+# The folder, inside a data folder, of its pairs' reference scores (autoassist-score, autoassist-reference).
+SCORES_FOLDER = "scores"
 
 
 def write_noise(path, noise):

@@ -31,9 +31,9 @@ import numpy as np
 
 from .benchmark.logs import parse_epochs
 from .errors import AutoAssistConfigError
-from .raw_corpus import NOISE_LIST, PreparationError, check_side_by_side, read_lines, read_noise, write_noise
+from .raw_corpus import NOISE_LIST, SCORES_FOLDER, PreparationError, check_side_by_side, read_lines, read_noise, write_noise
 from .recipes import data_languages, recipe, require_prepared, run_logged, write_atomically
-from .reference_scores import SCORES_FOLDER, ScoringError, score_split
+from .reference_scores import ScoringError, score_split
 
 logger = logging.getLogger("autoassist-reference")
 

@@ -28,11 +28,10 @@ import numpy as np
 
 from .compat import allow_fairseq_checkpoints
 from .errors import AutoAssistConfigError
+from .raw_corpus import SCORES_FOLDER
 from .recipes import PLUGIN_DIR, require_prepared, write_atomically
 
 logger = logging.getLogger("autoassist-score")
-
-SCORES_FOLDER = "scores"
 
 
 class ScoringError(RuntimeError):

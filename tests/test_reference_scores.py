@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from fairseq_autoassist.raw_corpus import write_noise
 from fairseq_autoassist.recipes import recipe
 
 from .conftest import run_script
@@ -147,3 +148,31 @@ def test_a_trusted_corpus_in_the_datas_own_pieces_scores_every_pair(prepared_dat
     refused = run_script("-m", "fairseq_autoassist.reference_models", "--data", data, "--recipe", "trusted",
                          "--max-update", "5", check=False)
     assert refused.returncode == 2 and "--recipe trusted needs --trusted SRC_FILE TGT_FILE" in refused.stdout
+
+
+@pytest.mark.slow
+def test_fairseq_train_selects_by_reducible_loss_and_refuses_a_missing_reference(prepared_data, tmp_path):
+    import re
+
+    from .test_end_to_end import fairseq_train
+
+    # A reference that finds the first half of the pairs hard (noise it cannot learn either): their reducible loss is
+    # low, below the running median, so the rule keeps them with the floor and the second half always once the Boss
+    # has seen them. The first half is listed as noise so that the logs count each half's kept share.
+    reference = np.zeros(400, dtype=np.float32)
+    reference[:200] = 50.0
+    np.save(tmp_path / "reference.npy", reference)
+    write_noise(str(tmp_path / "first-half.tsv"), {line: "hard" for line in range(200)})
+    log = fairseq_train(prepared_data, tmp_path / "run", "--autoassist-reference-scores", str(tmp_path / "reference.npy"),
+                        "--autoassist-reducible-quantile", "0.5", "--autoassist-reducible-fresh-passes", "5",
+                        "--autoassist-noise-ids", str(tmp_path / "first-half.tsv"), "--autoassist-sync",
+                        "--autoassist-base-prob", "0.1", policy="reducible", max_epoch=3).stdout
+    last = re.search(r"\| train \| epoch 003 \|.*", log).group(0)
+    kept_hard, kept_rest = (float(re.search(rf"{name} ([\d.]+)", last).group(1))
+                            for name in ("aa_kept_noisy", "aa_kept_clean"))
+    assert kept_hard < 0.3 and kept_rest > 0.9, last
+    assert float(re.search(r"aa_own_share ([\d.]+)", last).group(1)) > 0.9
+    missing = fairseq_train(prepared_data, tmp_path / "missing", "--autoassist-reference-scores",
+                            str(tmp_path / "none.npy"), policy="reducible", check=False)
+    assert missing.returncode != 0 and "Traceback" not in missing.stdout
+    assert "error: --autoassist-reference-scores" in missing.stdout and "autoassist-score" in missing.stdout

@@ -9,7 +9,7 @@ at their budgets form the budget frontier every other arm is placed on (``figure
 import argparse
 import os
 
-from ..raw_corpus import CLEAN_ONLY, NOISE_LIST
+from ..raw_corpus import CLEAN_ONLY, NOISE_LIST, SCORES_FOLDER
 from ..recipes import recipe
 
 # Skip the pairs whose loss is below the running 0.3 quantile (learned), none as unlearnable, floor 0.1: about 0.73 kept.
@@ -48,6 +48,8 @@ ARMS = {
     # learnable itself a pair's own loss decides once seen, so the pair features would change nothing).
     "predicted-learnable-pairs": {"policy": "predicted-learnable",
                                   "extra": ["--autoassist-base-prob", "0.1", "--autoassist-pair-features"]},
+    # RHO-LOSS's reducible loss against the two-halves reference (autoassist-reference writes DATA/scores/two-halves.npy).
+    "reducible": {"policy": "reducible", "reference": "two-halves", "extra": ["--autoassist-base-prob", "0.1"]},
     # The stock task on a noisy corpus' clean pairs alone (prepare_multi30k.py writes them beside a noisy copy).
     "oracle-clean": {"policy": None, "clean_only": True},
     # The few-pass regime (Tatoeba): the paper's Assistant learning from the first batch, rules that keep about 0.7
@@ -83,7 +85,8 @@ PRESETS = {
     "smoke": dict(arch="tiny", max_update=60, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1],
                   bleu_levels=[0.1], validate_interval_updates=20,
                   arms=[arm for arm in ARMS
-                        if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2] + OPTION_VARIANTS + ["oracle-clean"]]),
+                        if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2] + OPTION_VARIANTS
+                        + ["oracle-clean", "reducible"]]),
     "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[10, 15, 20], arms=QUICK_ARMS),
     "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
@@ -185,6 +188,15 @@ def arm_data(arm, data):
     return clean
 
 
+def reference_scores(data, recipe_name):
+    """The reference scores of ``recipe_name`` beside ``data``, refused with the command that writes them."""
+    path = os.path.join(data, SCORES_FOLDER, f"{recipe_name}.npy")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} is missing: write it first with autoassist-reference --data {data} "
+                                f"--recipe {recipe_name} --max-update N")
+    return path
+
+
 def training_args(arm, data, save_dir, preset, seed, cpu):
     """fairseq-train arguments of ``arm``: the preset's recipe, its budget and schedule, validation every
     ``validate_interval_updates`` with a checkpoint there (so the best validation has its checkpoint)."""
@@ -200,6 +212,8 @@ def training_args(arm, data, save_dir, preset, seed, cpu):
         # fairseq validates at every save and keeps checkpoint_best.pt at the best one; one interval checkpoint.
         args += ["--validate-interval-updates", str(interval), "--save-interval-updates", str(interval),
                  "--keep-interval-updates", "1"]
+    if spec.get("reference"):
+        args += ["--autoassist-reference-scores", reference_scores(data, spec["reference"])]
     if spec["policy"] and os.path.isfile(noise_list(data)):
         args += ["--autoassist-noise-ids", noise_list(data)]
     if spec.get("loss_log"):
