@@ -202,6 +202,23 @@ def test_further_test_sets_place_an_arm_on_their_own_frontier():
     assert "| 0.75 | 0.75 |\n" in table
 
 
+def test_an_arm_that_selects_by_a_reference_pays_for_the_reference_on_the_frontier():
+    runs = [run("baseline", (200, 4.5, 25), (400, 3.8, 30)),
+            run("baseline-cosine-0.6", (200, 4.4, 23), (240, 4.2, 24)),
+            run("baseline-cosine-0.8", (200, 4.4, 23), (320, 4.0, 28)),
+            # At the 0.8 baseline's BLEU in 240 updates of its own, after reference models that took 40 updates
+            # (and 40 x 100 target tokens, as the arm's updates carry here).
+            dict(run("reducible@0.6", (200, 4.1, 26), (240, 4.0, 28)),
+                 reference_cost={"updates": 40, "target_tokens": 4000})]
+    reducible = figures.derive(runs, budget=400)["reducible@0.6"]
+    assert reducible["frontier_updates_valid_bleu"]["mean"] == pytest.approx(240 / 320)
+    assert reducible["frontier_updates_valid_bleu_with_reference"]["mean"] == pytest.approx(280 / 320)
+    assert reducible["frontier_target_tokens_valid_bleu_with_reference"]["mean"] == pytest.approx(280 / 320)
+    table = report.markdown(figures.derive(runs, budget=400), {"command": "cmd"}, "machine", 400)
+    assert "by valid bleu with reference: updates | by valid bleu with reference: target tokens |" in table
+    assert "with_reference" not in str(figures.derive(runs[:3], budget=400))
+
+
 def test_a_baseline_without_a_test_bleu_gives_no_test_bleu_frontier():
     runs = [run("baseline", (400, 3.8, 30), test_bleu=40), run("baseline-cosine-0.6", (240, 4.2, 24)),
             run("assistant@0.6", (240, 4.1, 26), test_bleu=39)]

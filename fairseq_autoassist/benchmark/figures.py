@@ -222,12 +222,17 @@ def frontier_figures(run, frontiers, timing, scores):
     """``run`` on its seed's budget frontiers, per measure of ``scores`` and cost (``frontier_ratio``), and in
     seconds (``in_seconds``) when the arm's ``timing`` is known."""
     figures = {}
+    reference = run.get("reference_cost")
     for measure, score in scores.items():
         value = score(run)
         for cost in COSTS:
             frontier = frontiers[(run["seed"], measure, cost)]
             if frontier and value is not None:
                 figures[f"frontier_{cost}_{measure}"] = frontier_ratio(run_cost(run, cost), value, frontier)
+                if reference:
+                    # The reference models' training counted as the arm's own (amortized: the column without it).
+                    figures[f"frontier_{cost}_{measure}_with_reference"] = frontier_ratio(
+                        run_cost(run, cost) + reference[cost], value, frontier)
         figures.update(in_seconds(f"frontier_seconds_{measure}", figures.get(f"frontier_updates_{measure}"), timing))
     return figures
 

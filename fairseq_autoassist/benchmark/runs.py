@@ -13,7 +13,7 @@ import shutil
 import sys
 
 from ..recipes import run_logged, write_synthetic_multi30k
-from .arms import arm_argument, arm_data, in_table_order, training_args
+from .arms import arm_argument, arm_data, arm_spec, in_table_order, reference_scores, training_args
 from .logs import parse_epochs, parse_validations
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ def repair_last_checkpoint(run_dir):
 
 
 RUN_LOG, RUN_RESULT = "train.log", "bleu_test.json"
+# The reference models' cost of an arm that selects by their scores (record_reference_cost).
+REFERENCE_COST = "reference_cost.json"
 
 
 def prepared_test_splits(data, splits):
@@ -62,6 +64,7 @@ def run_arm(arm, seed, data, out, preset, cpu):
     if not os.path.isfile(result_path):
         logger.info("running %s seed %d (log: %s)", arm, seed, log_path)
         repair_last_checkpoint(run_dir)
+        record_reference_cost(arm, data, run_dir)
         run_command([sys.executable, "-m", "fairseq_cli.train",
                      *training_args(arm, data, run_dir, preset, seed, cpu)], log_path)
         # Other domains' test sets first: the main test's result, written last, marks the run finished.
@@ -77,6 +80,17 @@ def run_arm(arm, seed, data, out, preset, cpu):
     return read_run(arm, seed, run_dir)
 
 
+def record_reference_cost(arm, data, run_dir):
+    """For an arm that selects by reference scores, the cost of the reference models (their ``RECIPE.json``'s
+    updates and target tokens) beside the run, which ``read_run`` adds to its record."""
+    recipe_name = arm_spec(arm).get("reference")
+    if recipe_name:
+        with open(os.path.splitext(reference_scores(data, recipe_name))[0] + ".json") as f:
+            cost = json.load(f)["cost"]
+        with open(os.path.join(run_dir, REFERENCE_COST), "w") as f:
+            json.dump({"recipe": recipe_name, **cost}, f, indent=2)
+
+
 def read_run(arm, seed, run_dir):
     """The records of a finished run: its training log's epochs and validations, its test BLEU."""
     with open(os.path.join(run_dir, RUN_LOG)) as f:
@@ -90,9 +104,13 @@ def read_run(arm, seed, run_dir):
             with open(os.path.join(run_dir, name)) as f:
                 other = json.load(f)
             other_tests[other.get("test_set", split.group(1))] = other["bleu"]
-    return {"arm": arm, "seed": seed, "epochs": parse_epochs(log_text), "validations": parse_validations(log_text),
-            "test_bleu": test["bleu"], "test_bleu_signature": test["bleu_signature"],
-            "test_checkpoint_updates": test.get("checkpoint_updates"), "other_test_bleu": other_tests}
+    record = {"arm": arm, "seed": seed, "epochs": parse_epochs(log_text), "validations": parse_validations(log_text),
+              "test_bleu": test["bleu"], "test_bleu_signature": test["bleu_signature"],
+              "test_checkpoint_updates": test.get("checkpoint_updates"), "other_test_bleu": other_tests}
+    if os.path.isfile(os.path.join(run_dir, REFERENCE_COST)):
+        with open(os.path.join(run_dir, REFERENCE_COST)) as f:
+            record["reference_cost"] = json.load(f)
+    return record
 
 
 def finished_runs(out):
