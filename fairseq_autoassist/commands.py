@@ -11,7 +11,19 @@ COMMANDS = {
     "autoassist-reference": ("fairseq_autoassist.reference_models:main",
                              "reference models by recipe (two halves, or a trusted corpus): their scores and cost"),
     "autoassist-filter": ("fairseq_autoassist.filter_pairs:main",
-                          "a prepared folder without the pairs two reference models find unlikely (dual cross-entropy)"),
+                          "a prepared folder without the pairs two reference models find unlikely (dual "
+                          "cross-entropy)"),
     "autoassist-benchmark": ("fairseq_autoassist.benchmark.command:main",
                              "the side-by-side benchmark of the selection policies (presets, resume, reports)"),
 }
+
+
+def command_parser(prog, description):
+    """A console command's argument parser (``description``: its module's docstring), with the commands' log format
+    set up."""
+    import argparse
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+    return argparse.ArgumentParser(prog=prog, description=description,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)

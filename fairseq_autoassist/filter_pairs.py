@@ -25,6 +25,7 @@ import sys
 import numpy as np
 
 from .cleaning import dual_cross_entropy
+from .commands import command_parser
 from .errors import AutoAssistConfigError
 from .raw_corpus import NOISE_LIST, PreparationError, read_noise
 from .recipes import require_prepared, write_atomically
@@ -84,9 +85,7 @@ def share_argument(text):
 
 
 def main(argv=None):
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
-    parser = argparse.ArgumentParser(prog="autoassist-filter", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("autoassist-filter", __doc__)
     parser.add_argument("--data", required=True, help="the prepared data folder to filter")
     parser.add_argument("--dual-xent", nargs=2, required=True, metavar=("FORWARD", "BACKWARD"),
                         help="the two score files of autoassist-score: the model of the folder's direction, then the "

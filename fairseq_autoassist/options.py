@@ -52,7 +52,8 @@ class RuntimeOptions:
         None, "diagnostic: append every training step's pair ids, per-token losses and keep probabilities "
         "to FILE (first rank only), for scripts/research/replay_assistant.py")
     noise_ids: Optional[str] = option(
-        None, "diagnostic: FILE listing the corrupted training pairs (noise.tsv of scripts/research/make_noisy_corpus.py: "
+        None, "diagnostic: FILE listing the corrupted training pairs (noise.tsv of "
+        "scripts/research/make_noisy_corpus.py: "
         "0-based line, tab, kind); the logs then show each epoch's kept share of corrupted pairs (aa_kept_noisy) "
         "and of clean ones (aa_kept_clean)")
     reset_state: bool = option(

@@ -43,6 +43,7 @@ import zipfile
 import numpy as np
 
 from .cleaning import add_arguments as add_cleaning_arguments, clean, options_from as cleaning_options
+from .commands import command_parser
 from .preparation import train_sentencepiece, write_data_bin, write_manifest
 from .raw_corpus import (CLEAN_ONLY, NOISE_LIST, PreparationError, check_side_by_side, decode_lines, exit_code,
                          find_raw_file, nonempty_pairs, read_lines, read_noise, write_noise)
@@ -243,9 +244,9 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
         kept_pairs, removed = stages.run("cleaning", clean_pairs, source, target, src, tgt, cleaning, dest,
                                          vocab_size, coverage, spm_sample)
         if not kept_pairs:
+            counts = ", ".join(f"{rule}: {len(at)}" for rule, at in removed.items() if at)
             raise PreparationError(f"the cleaning rules removed every one of the {len(source)} training pairs of "
-                                   f"{paths[0]} ({', '.join(f'{rule}: {len(at)}' for rule, at in removed.items() if at)})"
-                                   "; check the input or loosen the --clean-* thresholds")
+                                   f"{paths[0]} ({counts}); check the input or loosen the --clean-* thresholds")
         splits["train"] = taken((source, target), kept_pairs)
         info["cleaning"] = {"options": dataclasses.asdict(cleaning), "kept": len(kept_pairs), "of": len(source),
                             "rules": cleaning_report({rule: lines[removed_at] for rule, removed_at in removed.items()},
@@ -362,9 +363,7 @@ def columns_argument(text):
 
 
 def main(argv=None):
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
-    parser = argparse.ArgumentParser(prog="autoassist-prepare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("autoassist-prepare", __doc__)
     parser.add_argument("--input", nargs="+", required=True, metavar="PATH",
                         help="a folder of STEM.SRC/STEM.TGT files, a tab-separated file or zip, or two line-aligned "
                              "files (source, target)")

@@ -19,7 +19,6 @@ this machine), and the settings. A kill resumes: a model whose checkpoint reache
 and the scoring resumes where it stopped.
 """
 
-import argparse
 import json
 import logging
 import os
@@ -30,9 +29,11 @@ import sys
 import numpy as np
 
 from .benchmark.logs import parse_epochs
+from .commands import command_parser
 from .errors import AutoAssistConfigError
-from .raw_corpus import NOISE_LIST, SCORES_FOLDER, PreparationError, check_side_by_side, read_lines, read_noise, write_noise
-from .recipes import data_languages, recipe, require_prepared, run_logged, write_atomically
+from .raw_corpus import (NOISE_LIST, SCORES_FOLDER, PreparationError, check_side_by_side, read_lines, read_noise,
+                         write_noise)
+from .recipes import ARCHITECTURES, data_languages, recipe, require_prepared, run_logged, write_atomically
 from .reference_scores import ScoringError, score_split
 
 logger = logging.getLogger("autoassist-reference")
@@ -203,13 +204,12 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
 
 
 def main(argv=None):
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
-    parser = argparse.ArgumentParser(prog="autoassist-reference", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("autoassist-reference", __doc__)
     parser.add_argument("--data", required=True, help="the prepared data folder whose training pairs to score")
     parser.add_argument("--recipe", choices=RECIPES, required=True, help="two-halves or trusted (above)")
     parser.add_argument("--max-update", type=int, required=True, help="updates each reference model trains for")
-    parser.add_argument("--arch", default="small", help="the recipe's model size: tiny, small or base (default small)")
+    parser.add_argument("--arch", default="small", choices=sorted(ARCHITECTURES),
+                        help="the recipe's model size (default small, the benchmark presets')")
     parser.add_argument("--seed", type=int, default=1, help="seed of the halves and of the training (default 1)")
     parser.add_argument("--trusted", nargs=2, metavar=("SRC_FILE", "TGT_FILE"),
                         help="the clean corpus of --recipe trusted, two line-aligned files (plain or gzipped)")

@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from .commands import command_parser
 from .compat import allow_fairseq_checkpoints
 from .errors import AutoAssistConfigError
 from .raw_corpus import SCORES_FOLDER
@@ -171,9 +172,7 @@ def read_scores(path, num_pairs=None):
 
 
 def main(argv=None):
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
-    parser = argparse.ArgumentParser(prog="autoassist-score", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("autoassist-score", __doc__)
     parser.add_argument("--checkpoint", required=True, help="a fairseq translation checkpoint (.pt), either direction")
     parser.add_argument("--data", required=True, help="the prepared data folder whose pairs to score")
     parser.add_argument("--split", default="train", help="the split to score (default train)")

@@ -1,4 +1,5 @@
-"""scripts/research/make_noisy_corpus.py: seeded web-mined noise on a share of the training pairs, other splits untouched."""
+"""scripts/research/make_noisy_corpus.py: seeded web-mined noise on a share of the training pairs, other splits
+untouched."""
 
 import json
 

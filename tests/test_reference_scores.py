@@ -163,7 +163,8 @@ def test_fairseq_train_selects_by_reducible_loss_and_refuses_a_missing_reference
     reference[:200] = 50.0
     np.save(tmp_path / "reference.npy", reference)
     write_noise(str(tmp_path / "first-half.tsv"), {line: "hard" for line in range(200)})
-    log = fairseq_train(prepared_data, tmp_path / "run", "--autoassist-reference-scores", str(tmp_path / "reference.npy"),
+    log = fairseq_train(prepared_data, tmp_path / "run",
+                        "--autoassist-reference-scores", str(tmp_path / "reference.npy"),
                         "--autoassist-reducible-quantile", "0.5", "--autoassist-reducible-fresh-passes", "5",
                         "--autoassist-noise-ids", str(tmp_path / "first-half.tsv"), "--autoassist-sync",
                         "--autoassist-base-prob", "0.1", policy="reducible", max_epoch=3).stdout

@@ -1,5 +1,6 @@
-"""The scripts that explain a benchmark's runs, on hand-made inputs: scripts/research/bleu_breakdown.py (BLEU by reference
-length, recall by training frequency) and scripts/research/skipped_pairs_report.py (which pairs a loss-band rule skips)."""
+"""The scripts that explain a benchmark's runs, on hand-made inputs: scripts/research/bleu_breakdown.py (BLEU by
+reference length, recall by training frequency) and scripts/research/skipped_pairs_report.py (which pairs a
+loss-band rule skips)."""
 
 import json
 

@@ -48,7 +48,8 @@ ARMS = {
     # learnable itself a pair's own loss decides once seen, so the pair features would change nothing).
     "predicted-learnable-pairs": {"policy": "predicted-learnable",
                                   "extra": ["--autoassist-base-prob", "0.1", "--autoassist-pair-features"]},
-    # RHO-LOSS's reducible loss against the two-halves reference (autoassist-reference writes DATA/scores/two-halves.npy).
+    # RHO-LOSS's reducible loss against the two-halves reference (autoassist-reference writes
+    # DATA/scores/two-halves.npy).
     "reducible": {"policy": "reducible", "reference": "two-halves", "extra": ["--autoassist-base-prob", "0.1"]},
     # The stock task on a noisy corpus' clean pairs alone (prepare_multi30k.py writes them beside a noisy copy).
     "oracle-clean": {"policy": None, "clean_only": True},
@@ -94,9 +95,9 @@ PRESETS = {
                           arms=["baseline", *FRONTIER_BASELINES, "keep-all", "keep-all@0.6", "keep-all-fixed@0.6",
                                 "keep-all-stock-sort@0.6", "keep-all-shuffled-fixed@0.6", "assistant@0.6",
                                 "uniform@0.6", "infobatch@0.6", "learnable@0.6", "uniform-0.85@0.6"]),
-    # Noisy Multi30K copies (scripts/research/make_noisy_corpus.py): every run annealing at its budget, the stock frontier
-    # of five budgets, the rules at 0.7 of the budget (as on Tatoeba) so that the frontier can place them; the same
-    # recipe on a copy prepared with --clean (its corrupted pairs mostly gone), with fewer arms.
+    # Noisy Multi30K copies (scripts/research/make_noisy_corpus.py): every run annealing at its budget, the stock
+    # frontier of five budgets, the rules at 0.7 of the budget (as on Tatoeba) so that the frontier can place them;
+    # the same recipe on a copy prepared with --clean (its corrupted pairs mostly gone), with fewer arms.
     # predicted-learnable-pairs, no better than learnable under the earlier recipe, was left out of the reruns for time.
     "multi30k-noisy": dict(NOISY_RECIPE, arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "learnable@0.7",
                                                "uniform-0.85@0.7", "oracle-clean@0.7"]),

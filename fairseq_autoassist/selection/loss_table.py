@@ -15,6 +15,11 @@ from .sampling import selection_corrected_mean, selection_corrected_quantile
 PERCENTILE_SAMPLE = 65536
 
 
+def moving_average(running, value, decay):
+    """An exponential moving average's next value: ``value`` itself while ``running`` is unknown (NaN)."""
+    return value if not np.isfinite(running) else decay * running + (1 - decay) * value
+
+
 class LatestLossTable:
     """One float per pair; NaN until the Boss has reported a loss for the pair."""
 
@@ -138,8 +143,7 @@ class LossHistory(LabelledLossTable):
         known = np.isfinite(progress)
         if known.any():
             batch_mean = selection_corrected_mean(progress[known], None if keep_prob is None else keep_prob[known])
-            self.progress_mean = batch_mean if not np.isfinite(self.progress_mean) else (
-                self.mean_decay * self.progress_mean + (1 - self.mean_decay) * batch_mean)
+            self.progress_mean = moving_average(self.progress_mean, batch_mean, self.mean_decay)
 
     def progress(self, ids):
         """Relative loss fall between the last two visits, per pass beyond one pass apart; NaN for a pair
@@ -194,23 +198,21 @@ class LossBand(LabelledLossTable):
         self.loss_median = float("nan")
         self.bounds = [float("nan"), float("nan")]
 
-    def _average(self, running, batch_value):
-        return batch_value if not np.isfinite(running) else (
-            self.mean_decay * running + (1 - self.mean_decay) * batch_value)
-
     def submit(self, ids, per_token_losses, keep_prob=None):
         """Stores each pair's relative loss (in ``losses``), then moves the running median and bounds."""
         ids, per_token_losses, keep_prob = _finite_pairs(ids, per_token_losses, keep_prob)
         self._record_visit(ids)
         if not len(ids):
             return
-        self.loss_median = self._average(self.loss_median,
-                                         selection_corrected_quantile(per_token_losses, 0.5, keep_prob))
+        self.loss_median = moving_average(self.loss_median,
+                                           selection_corrected_quantile(per_token_losses, 0.5, keep_prob),
+                                           self.mean_decay)
         relative = per_token_losses / max(self.loss_median, 1e-6)
         self.losses[ids] = relative
         for side, quantile in enumerate(self.quantiles):
-            self.bounds[side] = self._average(self.bounds[side],
-                                              selection_corrected_quantile(relative, quantile, keep_prob))
+            self.bounds[side] = moving_average(self.bounds[side],
+                                               selection_corrected_quantile(relative, quantile, keep_prob),
+                                               self.mean_decay)
 
     def labels(self, ids):
         """1.0 (within the band) or 0.0 for each pair, NaN where its loss or the band is unknown."""
@@ -264,8 +266,7 @@ class ReducibleLoss(LabelledLossTable):
         if known.any():
             batch = selection_corrected_quantile(reducible[known], self.quantile,
                                                  None if keep_prob is None else keep_prob[known])
-            self.threshold = batch if not np.isfinite(self.threshold) else (
-                self.mean_decay * self.threshold + (1 - self.mean_decay) * batch)
+            self.threshold = moving_average(self.threshold, batch, self.mean_decay)
 
     def labels(self, ids):
         """1.0 (worth training) or 0.0 for each pair, NaN where its reducible loss or the threshold is unknown."""

@@ -237,7 +237,8 @@ def parse_args(argv=None):
     parser.add_argument("--data", required=True, help="the prepared data-bin folder the run trained on")
     parser.add_argument("--loss-log", required=True, help="FILE written by --autoassist-loss-log in a keep-all run")
     kinds = parser.add_mutually_exclusive_group()
-    kinds.add_argument("--noise-ids", help="noise.tsv of scripts/research/make_noisy_corpus.py (kinds of the corrupted pairs)")
+    kinds.add_argument("--noise-ids",
+                       help="noise.tsv of scripts/research/make_noisy_corpus.py (kinds of the corrupted pairs)")
     kinds.add_argument("--difficulty-groups-at", type=int, metavar="PASS",
                        help="group the pairs into fifths by their logged loss in this pass (loss-q1: the lowest) "
                        "instead of by noise kind")
