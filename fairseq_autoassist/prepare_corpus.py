@@ -25,8 +25,9 @@ adds others (``PREFIX.SRC``/``PREFIX.TGT``). The training pairs lose any with an
 ``--clean`` what the static cleaning rules remove (``cleaning.py``, each reported). One joint sentencepiece model
 (``--character-coverage``: 0.9995 by default where a side is Chinese, Japanese, Korean or Thai, whose characters
 are many, else 1.0), ``fairseq-preprocess --joined-dictionary``, ``spm.model`` and the raw held-out text beside the
-data, and ``prepare.json``: the counts, the settings, what each stage took. Bad input stops with one line naming the
-file and line or the flag.
+data, and ``prepare.json``: the counts, the settings, what each stage took. A folder's ``noise.tsv`` (the corrupted
+pairs of a noisy copy) follows its pairs into the data folder, with the same corpus without them in ``clean-only/``.
+Bad input stops with one line naming the file and line or the flag.
 """
 
 import argparse
@@ -268,7 +269,7 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
 
 def read_noise_list(paths):
     """``{input line: kind}`` of the corrupted training pairs a folder lists in ``noise.tsv`` (a noisy copy of
-    ``research/make_noisy_corpus.py``), or None."""
+    ``scripts/research/make_noisy_corpus.py``), or None."""
     path = os.path.join(paths[0], NOISE_LIST)
     return read_noise(path) if len(paths) == 1 and os.path.isfile(path) else None
 
