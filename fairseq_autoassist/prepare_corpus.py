@@ -45,6 +45,7 @@ import numpy as np
 
 from .cleaning import add_arguments as add_cleaning_arguments, clean, options_from as cleaning_options
 from .commands import command_parser
+from .detokenize import detokenized
 from .preparation import train_sentencepiece, write_data_bin, write_manifest
 from .raw_corpus import (CLEAN_ONLY, NOISE_LIST, PreparationError, check_side_by_side, decode_lines, exit_code,
                          find_raw_file, nonempty_pairs, read_lines, read_noise, write_noise)
@@ -192,9 +193,10 @@ def default_coverage(src, tgt):
 
 def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=2000, test_groups=2000, seed=1,
             test_sets=(), cleaning=None, vocab_size=8000, character_coverage=None, spm_sample=2_000_000, workers=1,
-            name=None):
+            name=None, moses_tokenized=()):
     """Prepares ``dest`` (see the module's description); returns what its ``prepare.json`` says. ``name``: the
-    corpus' name, which names a test set split off its training pairs (default: the input's file name)."""
+    corpus' name, which names a test set split off its training pairs (default: the input's file name);
+    ``moses_tokenized``: further test sets whose English side is detokenized first."""
     name = name or corpus_name(paths)
     stages = Stages()
     corpus = stages.run("reading", read_input, paths, src, tgt, columns)
@@ -234,6 +236,10 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
     for text in test_sets:
         test_name, _, prefix = text.partition("=")
         further[test_name] = read_sides([_prefixed(prefix, lang) for lang in (src, tgt)])
+    for test_name in moses_tokenized:
+        further[test_name] = detokenized_english(further, test_name, src, tgt)
+    if moses_tokenized:
+        info["detokenized_test_sets"] = sorted(moses_tokenized)
     test_names = {"test": info.get("test_sets", {}).get("test", name)}
     splits = {"train": (source, target), **held_out}
     for number, (test_name, sides) in enumerate(sorted(further.items()), start=1):
@@ -265,6 +271,18 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
     write_manifest(dest, info)
     logger.info("prepared %s: %s pairs in %.0f s", dest, info["pairs"], sum(stages.seconds.values()))
     return info
+
+
+def detokenized_english(further, test_name, src, tgt):
+    """The test set ``test_name`` of ``further`` with its English side(s) Moses-detokenized (``detokenize.py``)."""
+    if test_name not in further:
+        raise PreparationError(f"--moses-tokenized-test {test_name}: no such further test set (this input's: "
+                               f"{', '.join(sorted(further)) or 'none'})")
+    if "en" not in (src, tgt):
+        raise PreparationError(f"--moses-tokenized-test {test_name}: the detokenizer reads English, and neither "
+                               f"--src {src} nor --tgt {tgt} is en")
+    return tuple([detokenized(line) for line in side] if lang == "en" else side
+                 for lang, side in zip((src, tgt), further[test_name]))
 
 
 def read_noise_list(paths):
@@ -380,6 +398,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1, help="seed of the split (default 1)")
     parser.add_argument("--test-set", action="append", default=[], metavar="NAME=PREFIX",
                         help="a further test set from PREFIX.SRC and PREFIX.TGT (plain or gzipped); repeatable")
+    parser.add_argument("--moses-tokenized-test", action="append", default=[], metavar="NAME",
+                        help="a further test set (a folder's own or --test-set's) whose English side is Moses-tokenized "
+                             "and escaped: detokenized first, so that sacreBLEU scores against raw text; repeatable")
     parser.add_argument("--vocab-size", type=int, default=8000, help="joint sentencepiece pieces (default 8000)")
     parser.add_argument("--character-coverage", type=float,
                         help="sentencepiece's character coverage (default 0.9995 with a zh, ja, ko or th side, else 1)")
@@ -395,7 +416,7 @@ def main(argv=None):
     def run():
         prepare(args.input, dest, args.src, args.tgt, args.columns, args.split_by, args.valid_groups,
                 args.test_groups, args.seed, args.test_set, cleaning_options(args), args.vocab_size,
-                args.character_coverage, args.spm_sample, args.workers)
+                args.character_coverage, args.spm_sample, args.workers, moses_tokenized=args.moses_tokenized_test)
 
     return exit_code(run, logger)
 

@@ -159,3 +159,29 @@ def test_a_folder_with_its_own_splits_and_the_cleaning_with_a_contradicted_langu
                          "--tgt", "yy", "--dest", str(tmp_path / "refused"), check=False)
     assert missing.returncode == 2 and "has no train.fr[.gz] and train.yy[.gz]; check --input and --src/--tgt" \
         in missing.stdout
+
+
+def test_moses_tokenized_english_reads_as_raw_text():
+    from fairseq_autoassist.detokenize import detokenized
+
+    assert detokenized("no problems . it &apos;s all taken care of . ") == "No problems. It's all taken care of."
+    assert detokenized("i didn &apos;t get it , ross . do n&apos;t go !") == "I didn't get it, ross. Don't go!"
+    assert detokenized("&quot; three divorces ! &quot; he said : &quot; ok &quot; . . .") == \
+        '"Three divorces!" he said: "ok"...'
+    assert detokenized("it costs $ 5 ( or 10 % ) &amp; more ?") == "It costs $5 (or 10%) & more?"
+
+
+@pytest.mark.slow
+def test_a_moses_tokenized_test_set_is_detokenized_before_it_becomes_a_reference(tmp_path):
+    pairs = [(source, target.replace("w1", "Ross")) for source, target in made_up_pairs(120)]
+    write_sides(tmp_path / "raw", "train", pairs, langs=("xx", "en"))
+    write_sides(tmp_path / "raw", "test", [("山水", "it &apos;s Ross ."), ("花鸟", "do n&apos;t , " + '&quot; go &quot; .')],
+                langs=("xx", "en"))
+    info = prepare_corpus.prepare([str(tmp_path / "raw")], str(tmp_path / "out"), "xx", "en", split_by="source",
+                                  valid_groups=10, test_groups=10, vocab_size=60, moses_tokenized=["test"])
+    assert info["test_sets"]["test1"] == "test" and info["detokenized_test_sets"] == ["test"]
+    assert (tmp_path / "out" / "raw" / "test1.en").read_text().splitlines() == ["It's Ross.", 'Don\'t, "go".']
+    assert (tmp_path / "out" / "raw" / "test1.xx").read_text().splitlines() == ["山水", "花鸟"]
+    with pytest.raises(PreparationError, match="--moses-tokenized-test news: no such further test set"):
+        prepare_corpus.prepare([str(tmp_path / "raw")], str(tmp_path / "out2"), "xx", "en", split_by="source",
+                               valid_groups=10, test_groups=10, vocab_size=60, moses_tokenized=["news"])
