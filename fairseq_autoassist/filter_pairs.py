@@ -26,10 +26,9 @@ import numpy as np
 
 from .cleaning import dual_cross_entropy
 from .commands import command_parser
-from .errors import AutoAssistConfigError
-from .raw_corpus import NOISE_LIST, PreparationError, read_noise
+from .raw_corpus import NOISE_LIST, exit_code, read_noise
 from .recipes import require_prepared, write_atomically
-from .reference_scores import ScoringError, read_scores
+from .reference_scores import read_scores
 
 logger = logging.getLogger("autoassist-filter")
 
@@ -97,12 +96,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if os.path.abspath(args.dest) == os.path.abspath(args.data):
         parser.error("--dest must be a new folder, not --data")
-    try:
-        filter_folder(args.data, *args.dual_xent, args.dest, args.above, args.worst_share)
-    except (PreparationError, ScoringError, AutoAssistConfigError) as error:
-        logger.error("%s", error)
-        return 2
-    return 0
+    return exit_code(lambda: filter_folder(args.data, *args.dual_xent, args.dest, args.above, args.worst_share), logger)
 
 
 if __name__ == "__main__":

@@ -9,16 +9,19 @@ import shutil
 
 import numpy as np
 
+from .errors import AutoAssistConfigError
+
 
 class PreparationError(RuntimeError):
     """Bad input; the message names the file or flag to fix."""
 
 
 def exit_code(action, logger):
-    """A script's exit status: 0 once ``action()`` returns, 2 after logging a ``PreparationError`` as one line."""
+    """A script's exit status: 0 once ``action()`` returns, 2 after logging a ``PreparationError`` (or an
+    ``AutoAssistConfigError``: a data folder or option that does not fit) as one line."""
     try:
         action()
-    except PreparationError as error:
+    except (PreparationError, AutoAssistConfigError) as error:
         logger.error("%s", error)
         return 2
     return 0

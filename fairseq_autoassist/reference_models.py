@@ -30,11 +30,10 @@ import numpy as np
 
 from .benchmark.logs import parse_epochs
 from .commands import command_parser
-from .errors import AutoAssistConfigError
-from .raw_corpus import (NOISE_LIST, SCORES_FOLDER, PreparationError, check_side_by_side, read_lines, read_noise,
-                         write_noise)
+from .raw_corpus import (NOISE_LIST, SCORES_FOLDER, PreparationError, check_side_by_side, exit_code, read_lines,
+                         read_noise, write_noise)
 from .recipes import ARCHITECTURES, data_languages, recipe, require_prepared, run_logged, write_atomically
-from .reference_scores import ScoringError, score_split
+from .reference_scores import score_split
 
 logger = logging.getLogger("autoassist-reference")
 
@@ -217,12 +216,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.max_update < 1:
         parser.error(f"--max-update {args.max_update}: give the reference models a positive budget")
-    try:
-        build_reference(args.data, args.recipe, args.max_update, args.arch, args.seed, args.trusted, args.max_tokens)
-    except (PreparationError, ScoringError, AutoAssistConfigError) as error:
-        logger.error("%s", error)
-        return 2
-    return 0
+    return exit_code(lambda: build_reference(args.data, args.recipe, args.max_update, args.arch, args.seed,
+                                             args.trusted, args.max_tokens), logger)
 
 
 if __name__ == "__main__":

@@ -28,14 +28,13 @@ import numpy as np
 
 from .commands import command_parser
 from .compat import allow_fairseq_checkpoints
-from .errors import AutoAssistConfigError
-from .raw_corpus import SCORES_FOLDER
+from .raw_corpus import SCORES_FOLDER, PreparationError, exit_code
 from .recipes import PLUGIN_DIR, require_prepared, write_atomically
 
 logger = logging.getLogger("autoassist-score")
 
 
-class ScoringError(RuntimeError):
+class ScoringError(PreparationError):
     """Bad input; the message names the file or flag to fix."""
 
 
@@ -185,13 +184,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.max_tokens < 1:
         parser.error(f"--max-tokens {args.max_tokens}: give a positive number of tokens per batch")
-    try:
-        score_split(args.checkpoint, args.data, args.split, args.output, args.max_tokens, args.device, args.restart,
-                    args.log_seconds)
-    except (ScoringError, AutoAssistConfigError) as error:
-        logger.error("%s", error)
-        return 2
-    return 0
+    return exit_code(lambda: score_split(args.checkpoint, args.data, args.split, args.output, args.max_tokens,
+                                         args.device, args.restart, args.log_seconds), logger)
 
 
 if __name__ == "__main__":
