@@ -17,7 +17,6 @@ pairs in ``noise.tsv``, whose list follows the kept pairs) and the score's quant
 
 import argparse
 import collections
-import json
 import logging
 import os
 import sys
@@ -27,7 +26,7 @@ import numpy as np
 from .cleaning import dual_cross_entropy
 from .commands import command_parser
 from .raw_corpus import NOISE_LIST, exit_code, read_noise
-from .recipes import require_prepared, write_atomically
+from .recipes import require_prepared
 from .reference_scores import read_scores
 
 logger = logging.getLogger("autoassist-filter")
@@ -69,9 +68,7 @@ def filter_folder(data, forward, backward, dest, above=None, worst_share=None):
             kind: round(1 - report["by_kind"].get(kind, 0) / total, 4)
             for kind, total in sorted(collections.Counter(
                 [noise.get(i, "clean") for i in range(pairs)]).items())}
-    subset = write_subset(data, kept, dest)
-    subset["filtered"] = report
-    write_atomically(os.path.join(dest, "prepare.json"), json.dumps(subset, indent=2))
+    subset = write_subset(data, kept, dest, extra={"filtered": report})
     logger.info("kept %d of %d training pairs in %s (%s)", len(kept), pairs, dest, report.get("by_kind", ""))
     return subset
 

@@ -70,9 +70,10 @@ def halves_by_source(data, seed):
     return side[keys].astype(np.int8)
 
 
-def write_subset(data, indices, dest):
+def write_subset(data, indices, dest, extra=None):
     """A data folder ``dest`` whose training pairs are ``indices`` of ``data``'s (copied from its binaries: the
-    same pieces, the same dictionary) and whose other splits, dictionaries and sentencepiece model are ``data``'s."""
+    same pieces, the same dictionary) and whose other splits, dictionaries and sentencepiece model are ``data``'s;
+    ``extra``: more for its prepare.json, which is returned."""
     from fairseq.data import indexed_dataset
 
     src, tgt = languages(data)
@@ -92,7 +93,8 @@ def write_subset(data, indices, dest):
         shutil.copytree(os.path.join(data, "raw"), os.path.join(dest, "raw"), dirs_exist_ok=True)
     info = dict(require_prepared(data))
     info.pop("clean_only", None)
-    info.update(subset_of=os.path.abspath(data), pairs={**info.get("pairs", {}), "train": len(indices)})
+    info.update(subset_of=os.path.abspath(data), pairs={**info.get("pairs", {}), "train": len(indices)},
+                **(extra or {}))
     noise_path = os.path.join(data, NOISE_LIST)
     if os.path.isfile(noise_path):
         # The corrupted pairs' list follows them to their new dataset indices.
