@@ -133,13 +133,19 @@ def encode_trusted(data, paths, dest):
     return len(sides[0])
 
 
+def reference_warmup(arch, max_update):
+    """The reference models' warm-up: the architecture's, but at most a quarter of their budget (a budget shorter
+    than the warm-up would never reach the peak learning rate)."""
+    return min(ARCHITECTURES[arch]["warmup_updates"], max(1, max_update // 4))
+
+
 def train_reference(folder, save_dir, arch, max_update, seed, src, tgt):
-    """Trains (or finds trained) a stock model on ``folder`` to ``max_update`` updates; returns its checkpoint and
-    cost: the updates and the target tokens it trained on, and its training seconds."""
+    """Trains (or finds trained) a stock model ``src`` -> ``tgt`` on ``folder`` to ``max_update`` updates; returns
+    its checkpoint and cost: the updates and the target tokens it trained on, and its training seconds."""
     checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
     log_path = os.path.join(save_dir, "train.log")
     args = recipe(folder, save_dir, None, arch=arch, max_update=max_update, max_epoch=0, seed=seed, cpu=True,
-                  eval_bleu=False, lr_scheduler="cosine")
+                  eval_bleu=False, lr_scheduler="cosine", warmup_updates=reference_warmup(arch, max_update))
     command = [sys.executable, "-m", "fairseq_cli.train", *args, "--source-lang", src, "--target-lang", tgt,
                "--no-progress-bar", "--no-epoch-checkpoints", "--validate-interval-updates", str(max_update)]
     if not _trained_to(log_path, max_update):
@@ -160,12 +166,43 @@ def _trained_to(log_path, max_update):
     return bool(epochs) and epochs[-1]["updates"] >= max_update
 
 
-def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted=None, max_tokens=8192):
-    """Runs ``recipe_name`` on ``data``; returns what ``DATA/scores/RECIPE.json`` says."""
+def check_settings(work, output, settings, direction):
+    """Records the settings of the models of ``direction`` in ``work`` on the first run; refuses to resume under
+    other settings (the checkpoints and the scores already written would be the old settings')."""
+    path = os.path.join(work, f"settings-{direction}.json")
+    if os.path.isfile(path):
+        with open(path) as f:
+            recorded = json.load(f)
+        changed = {key: (recorded.get(key), value) for key, value in settings.items() if recorded.get(key) != value}
+        if changed:
+            described = ", ".join(f"{key} {old} (now {new})" for key, (old, new) in changed.items())
+            stem = os.path.splitext(output)[0]
+            raise PreparationError(f"{work} holds reference models of {direction} built with {described}; remove "
+                                   f"{work} and {stem}.npy / {stem}.json to build them anew, or repeat the settings")
+        return
+    os.makedirs(work, exist_ok=True)
+    write_atomically(path, json.dumps(settings, indent=2))
+
+
+def scores_name(recipe_name, reverse=False):
+    """The stem of a recipe's scores in ``DATA/scores/``: ``RECIPE``, or ``RECIPE-reverse`` for the models that
+    translate the target side into the source side (dual cross-entropy's backward direction)."""
+    return f"{recipe_name}-reverse" if reverse else recipe_name
+
+
+def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted=None, max_tokens=8192,
+                    reverse=False):
+    """Runs ``recipe_name`` on ``data`` (``reverse``: with models from the target side to the source side);
+    returns what ``DATA/scores/RECIPE[-reverse].json`` says."""
     require_prepared(data)
     src, tgt = languages(data)
+    if reverse:
+        src, tgt = tgt, src
+    name = scores_name(recipe_name, reverse)
     work = os.path.join(data, REFERENCE_FOLDER, recipe_name)
-    output = os.path.join(data, SCORES_FOLDER, f"{recipe_name}.npy")
+    output = os.path.join(data, SCORES_FOLDER, f"{name}.npy")
+    check_settings(work, output, {"max_update": max_update, "arch": arch, "seed": seed,
+                                  "trusted": [os.path.abspath(path) for path in trusted or []]}, f"{src}-{tgt}")
     models = []
     if recipe_name == "two-halves":
         half = halves_by_source(data, seed)
@@ -173,8 +210,8 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
             folder = os.path.join(work, f"half{side}")
             if not os.path.isfile(os.path.join(folder, "prepare.json")):
                 write_subset(data, np.flatnonzero(half == side), folder)
-            checkpoint, cost = train_reference(folder, os.path.join(folder, "checkpoints"), arch, max_update, seed,
-                                               src, tgt)
+            checkpoint, cost = train_reference(folder, os.path.join(folder, f"checkpoints-{src}-{tgt}"), arch,
+                                               max_update, seed, src, tgt)
             # The model of one half scores the other.
             scored = score_split(checkpoint, data, output=output, max_tokens=max_tokens,
                                  only=np.flatnonzero(half != side))
@@ -185,21 +222,21 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
             raise PreparationError("--recipe trusted needs --trusted SRC_FILE TGT_FILE, a clean corpus")
         folder = os.path.join(work, "corpus")
         pairs = encode_trusted(data, trusted, folder)
-        checkpoint, cost = train_reference(folder, os.path.join(folder, "checkpoints"), arch, max_update, seed, src,
-                                           tgt)
+        checkpoint, cost = train_reference(folder, os.path.join(folder, f"checkpoints-{src}-{tgt}"), arch,
+                                           max_update, seed, src, tgt)
         scored = score_split(checkpoint, data, output=output, max_tokens=max_tokens)
         models.append({"trained_on": "trusted", "pairs": pairs, **cost, "score_seconds": scored["seconds_this_run"],
                        "scored_pairs": scored["scored_this_run"]})
     scores = np.load(output, mmap_mode="r")
-    info = {"recipe": recipe_name, "data": os.path.abspath(data), "arch": arch, "max_update": max_update,
-            "seed": seed, "trusted": [os.path.abspath(path) for path in trusted or []], "models": models,
+    info = {"recipe": recipe_name, "direction": f"{src}-{tgt}", "data": os.path.abspath(data), "arch": arch,
+            "max_update": max_update, "warmup_updates": reference_warmup(arch, max_update), "seed": seed, "trusted": [os.path.abspath(path) for path in trusted or []], "models": models,
             "scores": os.path.abspath(output), "scored": int(np.count_nonzero(~np.isnan(scores))),
             "pairs": int(len(scores)),
             "cost": {"target_tokens": sum(model["target_tokens"] for model in models),
                      "updates": sum(model["updates"] for model in models),
                      "train_seconds": round(sum(model["train_seconds"] for model in models), 1),
                      "score_seconds": round(sum(model["score_seconds"] for model in models), 1)}}
-    write_atomically(os.path.join(data, SCORES_FOLDER, f"{recipe_name}.json"), json.dumps(info, indent=2))
+    write_atomically(os.path.join(data, SCORES_FOLDER, f"{name}.json"), json.dumps(info, indent=2))
     logger.info("reference scores of %s: %s (cost: %s)", data, output, info["cost"])
     return info
 
@@ -215,11 +252,14 @@ def main(argv=None):
     parser.add_argument("--trusted", nargs=2, metavar=("SRC_FILE", "TGT_FILE"),
                         help="the clean corpus of --recipe trusted, two line-aligned files (plain or gzipped)")
     parser.add_argument("--max-tokens", type=int, default=8192, help="tokens per scoring batch (default 8192)")
+    parser.add_argument("--reverse", action="store_true",
+                        help="models from the target side to the source side, scores in RECIPE-reverse.npy: the "
+                        "backward direction of autoassist-filter --dual-xent")
     args = parser.parse_args(argv)
     if args.max_update < 1:
         parser.error(f"--max-update {args.max_update}: give the reference models a positive budget")
     return exit_code(lambda: build_reference(args.data, args.recipe, args.max_update, args.arch, args.seed,
-                                             args.trusted, args.max_tokens), logger)
+                                             args.trusted, args.max_tokens, args.reverse), logger)
 
 
 if __name__ == "__main__":

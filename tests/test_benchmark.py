@@ -78,6 +78,12 @@ def test_seconds_come_from_one_timing_of_every_arm_in_at_least_three_sessions(tm
     assert benchmark.read_time_per_update(None, complete, ["baseline-cosine-0.6", "keep-all@0.7", "baseline"]) == {
         "baseline": {"median": 1, "low": 1, "high": 1}, "keep-all": {"median": 1.1, "low": 1.05, "high": 1.2}}
     assert benchmark.read_time_per_update(None, None, ["keep-all"]) is None
+    # The stock task's own seconds per update, where the timing has them, price a reference model's scoring.
+    with_seconds = json.loads(open(complete).read())
+    with_seconds["median_seconds_per_update"] = {"baseline": 0.2, "keep-all": 0.22}
+    (tmp_path / "seconds.json").write_text(json.dumps(with_seconds))
+    assert benchmark.read_time_per_update(None, str(tmp_path / "seconds.json"), ["keep-all"])["baseline"] == {
+        "median": 1, "low": 1, "high": 1, "seconds": 0.2}
     parser = argparse.ArgumentParser()
     one_session = timing("one.json", 1, **{"baseline": (1, 1, 1), "keep-all": (1.1, 1.1, 1.1)})
     with pytest.raises(SystemExit):
@@ -209,7 +215,7 @@ def test_an_arm_that_selects_by_a_reference_pays_for_the_reference_on_the_fronti
             # At the 0.8 baseline's BLEU in 240 updates of its own, after reference models that took 40 updates
             # (and 40 x 100 target tokens, as the arm's updates carry here).
             dict(run("reducible@0.6", (200, 4.1, 26), (240, 4.0, 28)),
-                 reference_cost={"updates": 40, "target_tokens": 4000})]
+                 reference_cost={"updates": 40, "target_tokens": 4000, "score_seconds": 5.0})]
     reducible = figures.derive(runs, budget=400)["reducible@0.6"]
     assert reducible["frontier_updates_valid_bleu"]["mean"] == pytest.approx(240 / 320)
     assert reducible["frontier_updates_valid_bleu_with_reference"]["mean"] == pytest.approx(280 / 320)
@@ -217,6 +223,14 @@ def test_an_arm_that_selects_by_a_reference_pays_for_the_reference_on_the_fronti
     table = report.markdown(figures.derive(runs, budget=400), {"command": "cmd"}, "machine", 400)
     assert "by valid bleu with reference: updates | by valid bleu with reference: target tokens |" in table
     assert "with_reference" not in str(figures.derive(runs[:3], budget=400))
+    # In seconds: the arm's updates at 1.1 (1.0-1.2) of the stock task's time per update, the reference's 40 updates
+    # at the stock task's, and its 5 s of scoring at 0.25 s per stock update: 20 updates more.
+    timing = {"baseline": {"median": 1.0, "low": 1.0, "high": 1.0, "seconds": 0.25},
+              "reducible": {"median": 1.1, "low": 1.0, "high": 1.2}}
+    timed = figures.derive(runs, budget=400, time_per_update=timing)["reducible@0.6"]
+    assert timed["frontier_seconds_valid_bleu"]["mean"] == pytest.approx(240 * 1.1 / 320)
+    assert timed["frontier_seconds_valid_bleu_with_reference"]["mean"] == pytest.approx((240 * 1.1 + 60) / 320)
+    assert timed["frontier_seconds_valid_bleu_with_reference_high"]["mean"] == pytest.approx((240 * 1.2 + 60) / 320)
 
 
 def test_a_baseline_without_a_test_bleu_gives_no_test_bleu_frontier():
@@ -589,5 +603,10 @@ def test_rescore_merges_recorded_benchmarks_and_the_later_file_wins(tmp_path):
     assert benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "again"), "--rescore", merged, new]) == 0
     again = json.loads((tmp_path / "again" / "results.json").read_text())
     assert again["command"] == results["command"] and again["machine"] == "m"
+    # --arms tabulates a subset of the recorded runs.
+    assert benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "subset"), "--rescore", old, new,
+                           "--arms", "baseline", "keep-all-fixed@0.6"]) == 0
+    subset = json.loads((tmp_path / "subset" / "results.json").read_text())
+    assert [r["arm"] for r in subset["runs"]] == ["baseline", "keep-all-fixed@0.6"]
     with pytest.raises(SystemExit):
         benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "out"), "--rescore", str(tmp_path / "none.json")])

@@ -112,7 +112,7 @@ def test_two_halves_score_every_pair_with_the_model_that_did_not_see_it(prepared
     assert info["scored"] == info["pairs"] == len(scores) and np.isfinite(scores).all()
     # Each half's pairs carry the other half's model's losses, and not their own model's.
     for side in (0, 1):
-        other = str(tmp_path / "data" / "reference" / "two-halves" / f"half{1 - side}" / "checkpoints"
+        other = str(tmp_path / "data" / "reference" / "two-halves" / f"half{1 - side}" / "checkpoints-de-en"
                     / "checkpoint_last.pt")
         own = other.replace(f"half{1 - side}", f"half{side}")
         check = str(tmp_path / f"check{side}.npy")
@@ -128,6 +128,24 @@ def test_two_halves_score_every_pair_with_the_model_that_did_not_see_it(prepared
     # Run again: nothing is trained or scored twice.
     again = reference_models.build_reference(data, "two-halves", max_update=20, arch="tiny", max_tokens=300)
     assert [model["scored_pairs"] for model in again["models"]] == [0, 0]
+    # The backward models (dual cross-entropy's) train from English to German on the same halves, into files of
+    # their own; the forward scores stay as they were.
+    backward = reference_models.build_reference(data, "two-halves", max_update=20, arch="tiny", max_tokens=300,
+                                                reverse=True)
+    assert backward["direction"] == "en-de" and backward["scores"].endswith("two-halves-reverse.npy")
+    np.testing.assert_array_equal(np.load(info["scores"]), scores)
+    reverse_scores = np.load(backward["scores"])
+    assert np.isfinite(reverse_scores).all() and not np.allclose(reverse_scores, scores)
+    reverse_model = str(tmp_path / "data" / "reference" / "two-halves" / "half1" / "checkpoints-en-de"
+                        / "checkpoint_last.pt")
+    reference_scores.score_split(reverse_model, data, output=check, max_tokens=300, restart=True)
+    np.testing.assert_allclose(reverse_scores[half == 0], np.load(check)[half == 0], rtol=1e-5, atol=1e-6)
+    # Another budget on the same folder would resume the old models and keep their scores: refused, naming what to
+    # remove.
+    refused = run_script("-m", "fairseq_autoassist.reference_models", "--data", data, "--recipe", "two-halves",
+                         "--max-update", "30", check=False)
+    assert refused.returncode == 2 and "max_update 20 (now 30)" in refused.stdout
+    assert "two-halves.npy" in refused.stdout and "Traceback" not in refused.stdout
 
 
 @pytest.mark.slow

@@ -74,9 +74,10 @@ def read_recorded_runs(parser, paths):
 
 
 def read_time_per_update(parser, path, arms):
-    """``{arm: {"median", "low", "high"}}``: each arm's isolated time per update over the stock task's, from one
-    timing of scripts/benchmark_overhead.py that timed every arm ``arms`` need (``timed_arms``) together, in at
-    least MIN_TIMING_SESSIONS sessions (the benchmark's one timing rule); None without ``path``."""
+    """``{arm: {"median", "low", "high"}}``: each arm's isolated time per update over the stock task's (the stock
+    task's also with its own ``seconds`` per update), from one timing of scripts/benchmark_overhead.py that timed
+    every arm ``arms`` need (``timed_arms``) together, in at least MIN_TIMING_SESSIONS sessions (the benchmark's one
+    timing rule); None without ``path``."""
     if path is None:
         return None
     try:
@@ -93,7 +94,12 @@ def read_time_per_update(parser, path, arms):
         parser.error(f"--seconds-per-update {path} {problem}; time every arm of the preset together: python "
                      f"scripts/benchmark_overhead.py --data DATA --preset PRESET --sessions {MIN_TIMING_SESSIONS} "
                      f"--output {path}")
-    return {arm: {stat: ratios[arm][stat] for stat in ("median", "low", "high")} for arm in timed_arms(arms)}
+    found = {arm: {stat: ratios[arm][stat] for stat in ("median", "low", "high")} for arm in timed_arms(arms)}
+    # The stock task's own seconds per update price a reference model's scoring (figures.frontier_figures).
+    seconds = timing.get("median_seconds_per_update", {}).get("baseline")
+    if seconds:
+        found["baseline"]["seconds"] = seconds
+    return found
 
 
 def main(argv=None):
@@ -104,7 +110,8 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="output folder; rerun the same command to resume")
     parser.add_argument("--arms", nargs="+", type=arm_argument, metavar="ARM[@BUDGET]",
                         help=f"default: the preset's arms; of {', '.join(ARMS)}; ARM@0.7 trains ARM for 0.7 of the "
-                        "preset's updates, its schedule ending there")
+                        "preset's updates, its schedule ending there; with --rescore or --report, the recorded runs "
+                        "to tabulate (default: all)")
     parser.add_argument("--seeds", nargs="+", type=int, help="override the preset's seeds")
     parser.add_argument("--validate-interval-updates", type=int,
                         help="validate (and checkpoint) every N updates and tabulate every arm at those counts "
@@ -138,6 +145,8 @@ def main(argv=None):
         runs = finished_runs(args.out)
     else:
         runs = train_arms(parser, args, preset)
+    if args.arms and (args.rescore or args.report):
+        runs = [run for run in runs if run["arm"] in args.arms]
     machine = machine or describe_machine()
     time_per_update = read_time_per_update(parser, args.seconds_per_update, [run["arm"] for run in runs])
     summary = derive(runs, preset["max_update"], preset["bleu_levels"], time_per_update)

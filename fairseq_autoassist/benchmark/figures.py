@@ -213,14 +213,18 @@ def derive(runs, budget, bleu_levels=(), time_per_update=None):
         figures = run_figures(run, base, budget, bleu_levels, timing)
         figures.update(budget_comparisons(run, base, matched, budget))
         if not on_frontier(run["arm"]):
-            figures.update(frontier_figures(run, frontiers, timing, scores))
+            figures.update(frontier_figures(run, frontiers, timing, scores,
+                                            time_per_update.get("baseline", {}).get("seconds")))
         per_arm.setdefault(run["arm"], []).append(figures)
     return summarize(per_arm)
 
 
-def frontier_figures(run, frontiers, timing, scores):
+def frontier_figures(run, frontiers, timing, scores, baseline_seconds=None):
     """``run`` on its seed's budget frontiers, per measure of ``scores`` and cost (``frontier_ratio``), and in
-    seconds (``in_seconds``) when the arm's ``timing`` is known."""
+    seconds (``in_seconds``) when the arm's ``timing`` is known; for an arm that selects by a reference model's
+    scores, also with the reference models' cost counted as its own (``_with_reference``; the columns without it
+    are the cost amortized over many runs), in seconds where ``baseline_seconds``, the stock task's isolated
+    seconds per update, is known too."""
     figures = {}
     reference = run.get("reference_cost")
     for measure, score in scores.items():
@@ -230,11 +234,23 @@ def frontier_figures(run, frontiers, timing, scores):
             if frontier and value is not None:
                 figures[f"frontier_{cost}_{measure}"] = frontier_ratio(run_cost(run, cost), value, frontier)
                 if reference:
-                    # The reference models' training counted as the arm's own (amortized: the column without it).
                     figures[f"frontier_{cost}_{measure}_with_reference"] = frontier_ratio(
                         run_cost(run, cost) + reference[cost], value, frontier)
         figures.update(in_seconds(f"frontier_seconds_{measure}", figures.get(f"frontier_updates_{measure}"), timing))
+        frontier = frontiers[(run["seed"], measure, "updates")]
+        if reference and timing and baseline_seconds and frontier and value is not None:
+            extra = reference_in_stock_updates(reference, baseline_seconds)
+            for suffix, stat in RANGE.items():
+                figures[f"frontier_seconds_{measure}_with_reference{suffix}"] = frontier_ratio(
+                    run_cost(run, "updates") * timing[stat] + extra, value, frontier)
     return figures
+
+
+def reference_in_stock_updates(reference, baseline_seconds):
+    """The reference models' cost in the stock task's isolated updates: their own updates (stock training with the
+    recipe's batches), plus their scoring's wall seconds over the stock task's seconds per update (the scoring's
+    seconds are those the reference command measured, on whatever else the machine ran: an upper bound)."""
+    return reference["updates"] + reference["score_seconds"] / baseline_seconds
 
 
 RANGE = {"": "median", "_low": "low", "_high": "high"}
