@@ -184,6 +184,22 @@ def check_settings(work, output, settings, direction):
     write_atomically(path, json.dumps(settings, indent=2))
 
 
+def scoring_cost(work, direction, model, scored):
+    """The seconds and pairs ``model`` has scored over every run of the command (``scored``: this run's, from
+    ``score_split``), kept in ``work/scoring-DIRECTION.json``: a resumed run adds to them, and a run that finds
+    every pair scored reports the earlier runs' seconds rather than none."""
+    path = os.path.join(work, f"scoring-{direction}.json")
+    totals = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            totals = json.load(f)
+    before = totals.get(model, {"score_seconds": 0.0, "scored_pairs": 0})
+    totals[model] = {"score_seconds": round(before["score_seconds"] + scored["seconds_this_run"], 2),
+                     "scored_pairs": before["scored_pairs"] + scored["scored_this_run"]}
+    write_atomically(path, json.dumps(totals, indent=2))
+    return totals[model]
+
+
 def scores_name(recipe_name, reverse=False):
     """The stem of a recipe's scores in ``DATA/scores/``: ``RECIPE``, or ``RECIPE-reverse`` for the models that
     translate the target side into the source side (dual cross-entropy's backward direction)."""
@@ -216,7 +232,7 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
             scored = score_split(checkpoint, data, output=output, max_tokens=max_tokens,
                                  only=np.flatnonzero(half != side))
             models.append({"trained_on": f"half {side}", "pairs": int(np.count_nonzero(half == side)), **cost,
-                           "score_seconds": scored["seconds_this_run"], "scored_pairs": scored["scored_this_run"]})
+                           **scoring_cost(work, f"{src}-{tgt}", f"half {side}", scored)})
     else:
         if not trusted:
             raise PreparationError("--recipe trusted needs --trusted SRC_FILE TGT_FILE, a clean corpus")
@@ -225,11 +241,12 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
         checkpoint, cost = train_reference(folder, os.path.join(folder, f"checkpoints-{src}-{tgt}"), arch,
                                            max_update, seed, src, tgt)
         scored = score_split(checkpoint, data, output=output, max_tokens=max_tokens)
-        models.append({"trained_on": "trusted", "pairs": pairs, **cost, "score_seconds": scored["seconds_this_run"],
-                       "scored_pairs": scored["scored_this_run"]})
+        models.append({"trained_on": "trusted", "pairs": pairs, **cost,
+                       **scoring_cost(work, f"{src}-{tgt}", "trusted", scored)})
     scores = np.load(output, mmap_mode="r")
     info = {"recipe": recipe_name, "direction": f"{src}-{tgt}", "data": os.path.abspath(data), "arch": arch,
-            "max_update": max_update, "warmup_updates": reference_warmup(arch, max_update), "seed": seed, "trusted": [os.path.abspath(path) for path in trusted or []], "models": models,
+            "max_update": max_update, "warmup_updates": reference_warmup(arch, max_update), "seed": seed,
+            "trusted": [os.path.abspath(path) for path in trusted or []], "models": models,
             "scores": os.path.abspath(output), "scored": int(np.count_nonzero(~np.isnan(scores))),
             "pairs": int(len(scores)),
             "cost": {"target_tokens": sum(model["target_tokens"] for model in models),
