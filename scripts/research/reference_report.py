@@ -15,8 +15,8 @@ the source side, ``--reverse``) where present, and ``DATA/noise.tsv``. Each scor
 pair": the forward reference loss, the backward one, the dual conditional cross-entropy of the two (the rule of
 ``autoassist-filter``), and the *reducible loss* of RHO-LOSS's two-halves form: the pair's loss under the model of
 its own half, which trained on it, minus the reference loss (scored here for the listed pairs only, into
-``two-halves-own.npy``). A reducible loss above the others' means "still to learn"; the report gives its AUC both
-ways round.
+``two-halves-own.npy``). A reducible loss above the others' means "still to learn", so its AUC reads the other way
+round: below 0.5, the rule would skip that kind more often than clean pairs.
 
 * Noisy copies (kinds of ``make_noisy_corpus.py``): per kind, the ROC AUC with which each score ranks the kind's
   pairs above the clean ones. ``--choose-threshold``: the dual cross-entropy threshold that maximizes Youden's J
@@ -175,6 +175,8 @@ def markdown(result):
               "| score | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
     lines += [f"| {name} | " + " | ".join(f"{aucs[kind]:.3f}" for kind in kinds) + " |"
               for name, aucs in result["auc"].items()]
+    lines += ["", "A high reducible loss means \"still to learn\" (RHO-LOSS trains on it): below 0.5 there, the rule would "
+              "skip the kind's pairs more often than the clean ones."]
     if "above" in result:
         chosen = (f"chosen here by Youden's J ({result['youden_j']:.3f})" if "youden_j" in result
                   else "chosen on the development copy")
