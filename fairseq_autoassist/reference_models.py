@@ -211,6 +211,8 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
     """Runs ``recipe_name`` on ``data`` (``reverse``: with models from the target side to the source side);
     returns what ``DATA/scores/RECIPE[-reverse].json`` says."""
     require_prepared(data)
+    if recipe_name == "trusted" and not trusted:
+        raise PreparationError("--recipe trusted needs --trusted SRC_FILE TGT_FILE, a clean corpus")
     src, tgt = languages(data)
     if reverse:
         src, tgt = tgt, src
@@ -234,8 +236,6 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
             models.append({"trained_on": f"half {side}", "pairs": int(np.count_nonzero(half == side)), **cost,
                            **scoring_cost(work, f"{src}-{tgt}", f"half {side}", scored)})
     else:
-        if not trusted:
-            raise PreparationError("--recipe trusted needs --trusted SRC_FILE TGT_FILE, a clean corpus")
         folder = os.path.join(work, "corpus")
         pairs = encode_trusted(data, trusted, folder)
         checkpoint, cost = train_reference(folder, os.path.join(folder, f"checkpoints-{src}-{tgt}"), arch,
