@@ -139,6 +139,11 @@ def reference_warmup(arch, max_update):
     return min(ARCHITECTURES[arch]["warmup_updates"], max(1, max_update // 4))
 
 
+def model_folder(folder, src, tgt):
+    """Where the reference model ``src`` -> ``tgt`` trained on ``folder`` (a half, or the trusted corpus) is saved."""
+    return os.path.join(folder, f"checkpoints-{src}-{tgt}")
+
+
 def train_reference(folder, save_dir, arch, max_update, seed, src, tgt):
     """Trains (or finds trained) a stock model ``src`` -> ``tgt`` on ``folder`` to ``max_update`` updates; returns
     its checkpoint and cost: the updates and the target tokens it trained on, and its training seconds."""
@@ -216,11 +221,12 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
     src, tgt = languages(data)
     if reverse:
         src, tgt = tgt, src
+    direction = f"{src}-{tgt}"
     name = scores_name(recipe_name, reverse)
     work = os.path.join(data, REFERENCE_FOLDER, recipe_name)
     output = os.path.join(data, SCORES_FOLDER, f"{name}.npy")
     check_settings(work, output, {"max_update": max_update, "arch": arch, "seed": seed,
-                                  "trusted": [os.path.abspath(path) for path in trusted or []]}, f"{src}-{tgt}")
+                                  "trusted": [os.path.abspath(path) for path in trusted or []]}, direction)
     models = []
     if recipe_name == "two-halves":
         half = halves_by_source(data, seed)
@@ -228,23 +234,22 @@ def build_reference(data, recipe_name, max_update, arch="small", seed=1, trusted
             folder = os.path.join(work, f"half{side}")
             if not os.path.isfile(os.path.join(folder, "prepare.json")):
                 write_subset(data, np.flatnonzero(half == side), folder)
-            checkpoint, cost = train_reference(folder, os.path.join(folder, f"checkpoints-{src}-{tgt}"), arch,
-                                               max_update, seed, src, tgt)
+            checkpoint, cost = train_reference(folder, model_folder(folder, src, tgt), arch, max_update, seed, src,
+                                               tgt)
             # The model of one half scores the other.
             scored = score_split(checkpoint, data, output=output, max_tokens=max_tokens,
                                  only=np.flatnonzero(half != side))
             models.append({"trained_on": f"half {side}", "pairs": int(np.count_nonzero(half == side)), **cost,
-                           **scoring_cost(work, f"{src}-{tgt}", f"half {side}", scored)})
+                           **scoring_cost(work, direction, f"half {side}", scored)})
     else:
         folder = os.path.join(work, "corpus")
         pairs = encode_trusted(data, trusted, folder)
-        checkpoint, cost = train_reference(folder, os.path.join(folder, f"checkpoints-{src}-{tgt}"), arch,
-                                           max_update, seed, src, tgt)
+        checkpoint, cost = train_reference(folder, model_folder(folder, src, tgt), arch, max_update, seed, src, tgt)
         scored = score_split(checkpoint, data, output=output, max_tokens=max_tokens)
         models.append({"trained_on": "trusted", "pairs": pairs, **cost,
-                       **scoring_cost(work, f"{src}-{tgt}", "trusted", scored)})
+                       **scoring_cost(work, direction, "trusted", scored)})
     scores = np.load(output, mmap_mode="r")
-    info = {"recipe": recipe_name, "direction": f"{src}-{tgt}", "data": os.path.abspath(data), "arch": arch,
+    info = {"recipe": recipe_name, "direction": direction, "data": os.path.abspath(data), "arch": arch,
             "max_update": max_update, "warmup_updates": reference_warmup(arch, max_update), "seed": seed,
             "trusted": [os.path.abspath(path) for path in trusted or []], "models": models,
             "scores": os.path.abspath(output), "scored": int(np.count_nonzero(~np.isnan(scores))),

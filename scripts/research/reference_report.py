@@ -38,8 +38,8 @@ import numpy as np
 
 from fairseq_autoassist.cleaning import dual_cross_entropy
 from fairseq_autoassist.raw_corpus import NOISE_LIST, SCORES_FOLDER, PreparationError, exit_code, read_noise
-from fairseq_autoassist.recipes import data_languages, require_prepared, write_report
-from fairseq_autoassist.reference_models import REFERENCE_FOLDER, halves_by_source, scores_name
+from fairseq_autoassist.recipes import require_prepared, write_report
+from fairseq_autoassist.reference_models import REFERENCE_FOLDER, halves_by_source, languages, model_folder, scores_name
 from fairseq_autoassist.reference_scores import read_scores, score_split
 
 logger = logging.getLogger("reference_report")
@@ -63,18 +63,13 @@ def own_half_scores(data, listed, seed=1):
     half = halves_by_source(data, seed)
     output = os.path.join(data, SCORES_FOLDER, "two-halves-own.npy")
     for side in (0, 1):
-        checkpoint = os.path.join(data, REFERENCE_FOLDER, "two-halves", f"half{side}", "checkpoints-" + direction(data),
-                                  "checkpoint_last.pt")
+        half_folder = os.path.join(data, REFERENCE_FOLDER, "two-halves", f"half{side}")
+        checkpoint = os.path.join(model_folder(half_folder, *languages(data)), "checkpoint_last.pt")
         if not os.path.isfile(checkpoint):
             raise PreparationError(f"{checkpoint} is missing: run autoassist-reference --data {data} "
                                    "--recipe two-halves first")
         score_split(checkpoint, data, output=output, only=listed[half[listed] == side])
     return np.asarray(read_scores(output, len(half)), dtype=np.float64)
-
-
-def direction(data):
-    languages = data_languages(data)
-    return f"{languages['source']}-{languages['target']}"
 
 
 def read_reference_scores(data, listed):
@@ -154,7 +149,8 @@ def judged_report(data):
     for name, score in scores.items():
         # A good pair has a low score: the AUC of minus the score ranking V first.
         good = -score[judged]
-        result["auc"][name] = {comparison: auc(good[subset], valid[subset]) for comparison, subset in comparisons.items()}
+        result["auc"][name] = {comparison: auc(good[subset], valid[subset])
+                               for comparison, subset in comparisons.items()}
     return result
 
 
@@ -175,8 +171,8 @@ def markdown(result):
               "| score | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
     lines += [f"| {name} | " + " | ".join(f"{aucs[kind]:.3f}" for kind in kinds) + " |"
               for name, aucs in result["auc"].items()]
-    lines += ["", "A high reducible loss means \"still to learn\" (RHO-LOSS trains on it): below 0.5 there, the rule would "
-              "skip the kind's pairs more often than the clean ones."]
+    lines += ["", "A high reducible loss means \"still to learn\" (RHO-LOSS trains on it): below 0.5 there, the rule "
+              "would skip the kind's pairs more often than the clean ones."]
     if "above" in result:
         chosen = (f"chosen here by Youden's J ({result['youden_j']:.3f})" if "youden_j" in result
                   else "chosen on the development copy")
