@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from fairseq_autoassist.recipes import SYNTHETIC_SPLIT_SIZES
 from scripts.research import benchmark_scale
 
 
@@ -29,12 +30,13 @@ def test_per_pair_goals_are_judged_by_the_slope_not_the_fixed_cost():
         {"pairs": n, "startup_seconds": 13.0 + 3e-6 * n, "anon_after_startup": 1e9 + 4e7 + 30 * n,
          "file_after_startup": 1e8 + 120 * n, "rss_peak": 2e9,
          "batch_by_size_seconds": 1e-6 * n, "selecting_epoch_plan_seconds": 1.5e-6 * n,
-         "chunk_selection_seconds": 0.01, "assistant_update_seconds": 0.001})
+         "chunk_selection_seconds": 0.01, "assistant_update_seconds": 0.001, "assistant_scoring_seconds": 0.3e-6 * n})
         for n in (1_000_000, 4_500_000)]
     projected = benchmark_scale.extrapolations(rows)
     assert projected["bytes_per_pair"] == pytest.approx(30.0)
     assert projected["startup_extra_seconds_per_million"] == pytest.approx(2.0)
     assert projected["planning_to_batch_by_size"] == pytest.approx(1.5, rel=1e-3)
+    assert projected["assistant_scoring_seconds"] == pytest.approx(30.0)
     assert rows[0]["bytes_per_pair"] == pytest.approx(70.0)  # the fixed cost still shows at 1M pairs
     assert rows[0]["file_bytes_per_pair"] == pytest.approx(120.0)
     assert "| 100M pairs |" in benchmark_scale.markdown(rows, "cmd", "assistant")
@@ -43,7 +45,7 @@ def test_per_pair_goals_are_judged_by_the_slope_not_the_fixed_cost():
          "rss_peak_after_startup": 0},
         {"pairs": 10**6, "startup_seconds": 3.0, "anon_after_startup": 36e6, "file_after_startup": 0, "rss_peak": 0,
          "batch_by_size_seconds": 1.0, "selecting_epoch_plan_seconds": 1.0, "chunk_selection_seconds": 0.01,
-         "assistant_update_seconds": 0.001},
+         "assistant_update_seconds": 0.001, "assistant_scoring_seconds": 0.1},
         {"startup_seconds": 8.0, "anon_after_startup": 48e6})
     assert with_pairs["pair_features_seconds_per_million"] == pytest.approx(5.0)
     assert with_pairs["pair_features_bytes_per_pair"] == pytest.approx(12.0)
@@ -62,3 +64,12 @@ def test_measures_both_tasks_on_a_small_corpus(tmp_path):
     assert row["startup_stock_seconds"] > 0 and row["assistant_update_ms"] > 0
     assert row["pair_features_startup_seconds"] > 0  # a task that computed no pair features would be as fast
     assert "pair features' own start-up" in (tmp_path / "out" / "scale.md").read_text()
+
+
+@pytest.mark.slow
+def test_measures_a_prepared_folder_in_its_own_languages(prepared_data, tmp_path):
+    assert benchmark_scale.main(["--data", prepared_data, "--src", "de", "--tgt", "en", "--chunks", "1",
+                                 "--out", str(tmp_path / "out")]) == 0
+    (row,) = json.loads((tmp_path / "out" / "scale.json").read_text())["rows"]
+    assert row["pairs"] == SYNTHETIC_SPLIT_SIZES["train"]  # the folder's split, not a synthetic WMT-shaped one
+    assert row["assistant_scoring_seconds"] > 0

@@ -79,6 +79,8 @@ NOISY_RECIPE = dict(arch="small", max_update=1600, max_tokens=2048, lr=2e-3, war
 # five passes, where the stock curve bends (docs/results/benchmark-tatoeba/README.md).
 TATOEBA_PASS = 906
 TATOEBA_BUDGET = 5 * TATOEBA_PASS
+# One stock pass over TVsub's training split (2,142,837 pairs in 10,644 batches of 2,048 tokens).
+TVSUB_PASS = 10644
 
 # ``bleu_levels``: the validation BLEU levels whose update and token ratios are tabulated.
 PRESETS = {
@@ -124,6 +126,13 @@ PRESETS = {
                              arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant-no-warmup@0.7",
                                    "skip-learned-no-warmup@0.7", "near-duplicates-no-warmup@0.7",
                                    "uniform-no-warmup@0.7"]),
+    # TVsub zh-en (docs/preparing-data.md), the paper's regime at 13 times Tatoeba. Provisional: the budget (three
+    # passes) and the BLEU levels until the stock run of docs/results/benchmark-tvsub/ shows where its curve bends.
+    "tvsub": dict(arch="small", max_update=3 * TVSUB_PASS, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                  lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[10, 15, 20],
+                  validate_interval_updates=TVSUB_PASS // 4, other_test_splits=["test1", "test2"],
+                  arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "uniform@0.7", "assistant@0.7",
+                        "assistant-no-warmup@0.7", "learnable@0.7", "reducible@0.7"]),
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
 }

@@ -2,8 +2,9 @@
 """AutoAssist against stock translation at WMT14's scale, on a synthetic corpus shaped like it.
 
     python scripts/research/benchmark_scale.py --pairs 1000000 2000000 4500000 --out docs/results/scale-wmt14
+    python scripts/research/benchmark_scale.py --data data-bin/tvsub.zh-en --src zh --tgt en --out OUT
 
-For each size it writes a synthetic data-bin (``--work``, default /tmp/autoassist-scale) by writing
+With ``--data`` it measures that prepared folder (a real corpus, one size) instead. Otherwise, for each size it writes a synthetic data-bin (``--work``, default /tmp/autoassist-scale) by writing
 fairseq's memory-mapped indexed dataset directly: about 30 pieces per side (lengths 1-250, a clipped
 normal around ``--mean-length``), Zipf-distributed token ids over a ``--vocab-size`` (32,000) joint
 dictionary. Then, each in a fresh process on one core (``OMP_NUM_THREADS=1``, one torch thread), it
@@ -20,7 +21,8 @@ default ``assistant``) at ``--max-tokens`` 4,096:
 * with ``--pair-features``, AutoAssist's start-up and memory once more with ``--autoassist-pair-features``
   (the bilingual features of ``assistant/bilingual.py``), the difference being their own cost;
 * AutoAssist only: the selection of one chunk (scoring, drawing, batching), the plan of a selecting
-  epoch (every chunk's selection), and one Assistant update on a batch's pairs; and fairseq's own
+  epoch (every chunk's selection), one Assistant update on a batch's pairs and the Assistant's scoring of every
+  training pair (best of three); and fairseq's own
   ``batch_by_size`` over the whole split, the yardstick of the planning goal.
 
 Goals (the WMT issue): start-up at most 10 s per million pairs beyond stock fairseq, at most 64 bytes
@@ -107,7 +109,7 @@ def resident_bytes():
     return fields["RssAnon"], fields["RssFile"]
 
 
-def measure(data, policy, max_tokens, chunks, pair_features=False):
+def measure(data, policy, max_tokens, chunks, pair_features=False, src=SRC, tgt=TGT):
     """In this process: the figures of one task (``policy`` None: stock translation); ``pair_features``: with
     ``--autoassist-pair-features``, start-up and memory only."""
     import torch
@@ -121,7 +123,7 @@ def measure(data, policy, max_tokens, chunks, pair_features=False):
     figures = {}
     started = time.perf_counter()
     argv = recipe(data, "/tmp/benchmark_scale_unused", policy, arch="tiny", max_tokens=max_tokens, cpu=True,
-                  eval_bleu=False) + ["--source-lang", SRC, "--target-lang", TGT]
+                  eval_bleu=False) + ["--source-lang", src, "--target-lang", tgt]
     if pair_features:
         argv.append("--autoassist-pair-features")
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
@@ -162,15 +164,22 @@ def measure(data, policy, max_tokens, chunks, pair_features=False):
     for _ in range(20):
         assistant.update(batch, losses)
     figures["assistant_update_seconds"] = (time.perf_counter() - started) / 20
+    scoring = []
+    for _ in range(3):
+        started = time.perf_counter()
+        assistant.predict()
+        scoring.append(time.perf_counter() - started)
+    figures["assistant_scoring_seconds"] = min(scoring)
     figures["rss_peak"] = peak_rss_bytes()
     task.runtime.worker.close()
     return figures
 
 
-def run_child(data, policy, max_tokens, chunks, pair_features=False):
+def run_child(data, policy, max_tokens, chunks, pair_features=False, src=SRC, tgt=TGT):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     command = [sys.executable, os.path.abspath(__file__), "--child", data, "--policy", policy or "stock",
-               "--max-tokens", str(max_tokens), "--chunks", str(chunks)] + ["--pair-features"] * pair_features
+               "--max-tokens", str(max_tokens), "--chunks", str(chunks), "--src", src, "--tgt", tgt]
+    command += ["--pair-features"] * pair_features
     result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"measuring {policy or 'stock'} on {data} failed:\n{result.stderr[-3000:]}")
@@ -199,6 +208,7 @@ def compare(stock, autoassist, with_pair_features=None):
         "selecting_epoch_plan_seconds": planning,
         "planning_to_batch_by_size": planning / autoassist["batch_by_size_seconds"],
         "assistant_update_ms": 1000 * autoassist["assistant_update_seconds"],
+        "assistant_scoring_seconds": autoassist["assistant_scoring_seconds"],
     }
     if with_pair_features:
         extra = with_pair_features["startup_seconds"] - autoassist["startup_seconds"]
@@ -221,7 +231,7 @@ def fit(rows, key):
 # Figures that grow with the corpus, extrapolated along their line; the per-pair and ratio figures are
 # judged by the line's slope instead (a fixed cost, such as importing the plugin, is not a per-pair cost).
 GROWING = ["startup_stock_seconds", "startup_autoassist_seconds", "batch_by_size_seconds",
-           "selecting_epoch_plan_seconds", "chunk_selection_seconds"]
+           "selecting_epoch_plan_seconds", "chunk_selection_seconds", "assistant_scoring_seconds"]
 
 
 def extrapolations(rows, pairs=100_000_000):
@@ -249,7 +259,8 @@ def markdown(rows, command, policy):
             ("selecting_epoch_plan_seconds", "plan of a selecting epoch (s)", "{:.2f}"),
             ("planning_to_batch_by_size", "planning / batch_by_size (goal <= 2)", "{:.2f}"),
             ("chunk_selection_seconds", "selection of one chunk (s)", "{:.3f}"),
-            ("assistant_update_ms", "Assistant update, one batch (ms)", "{:.2f}")]
+            ("assistant_update_ms", "Assistant update, one batch (ms)", "{:.2f}"),
+            ("assistant_scoring_seconds", "Assistant's scoring of every pair (s)", "{:.2f}")]
     if "pair_features_startup_seconds" in rows[0]:
         keys += [("pair_features_seconds_per_million", "pair features' own start-up per million pairs (s; goal <= 10)",
                   "{:.1f}"),
@@ -280,6 +291,9 @@ def main(argv=None):
     parser.add_argument("--pair-features", action="store_true",
                         help="also measure start-up and memory with --autoassist-pair-features")
     parser.add_argument("--work", default="/tmp/autoassist-scale", help="where the synthetic data-bins go")
+    parser.add_argument("--data", help="measure this prepared folder (its training split) instead of synthetic ones")
+    parser.add_argument("--src", default=SRC, help="the source language of --data")
+    parser.add_argument("--tgt", default=TGT, help="the target language of --data")
     parser.add_argument("--out", help="folder for scale.json and scale.md")
     parser.add_argument("--child", metavar="DATA", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -287,16 +301,23 @@ def main(argv=None):
         import fairseq  # noqa: F401  (registers before the plugin)
 
         policy = None if args.policy == "stock" else args.policy
-        print(json.dumps(measure(args.child, policy, args.max_tokens, args.chunks, args.pair_features)))
+        print(json.dumps(measure(args.child, policy, args.max_tokens, args.chunks, args.pair_features,
+                                 args.src, args.tgt)))
         return 0
     if not args.out:
         parser.error("--out is required")
+    if args.data:
+        folders = [args.data]
+    else:
+        folders = [write_corpus(os.path.join(args.work, f"wmt-shaped-{pairs}"), pairs, args.vocab_size,
+                                args.mean_length) for pairs in args.pairs]
     rows, raw = [], {}
-    for pairs in args.pairs:
-        data = write_corpus(os.path.join(args.work, f"wmt-shaped-{pairs}"), pairs, args.vocab_size, args.mean_length)
-        stock = run_child(data, None, args.max_tokens, args.chunks)
-        autoassist = run_child(data, args.policy, args.max_tokens, args.chunks)
-        with_pairs = run_child(data, args.policy, args.max_tokens, args.chunks, True) if args.pair_features else None
+    for data in folders:
+        measured = [run_child(data, policy, args.max_tokens, args.chunks, pair_features, args.src, args.tgt)
+                    for policy, pair_features in ((None, False), (args.policy, False), (args.policy, True))
+                    if not pair_features or args.pair_features]
+        stock, autoassist, with_pairs = (measured + [None])[:3]
+        pairs = stock["pairs"]
         raw[pairs] = {"stock": stock, args.policy: autoassist, "pair_features": with_pairs}
         rows.append(compare(stock, autoassist, with_pairs))
         logger.info("%d pairs: %s", pairs, json.dumps(rows[-1]))
