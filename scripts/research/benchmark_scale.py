@@ -4,12 +4,12 @@
     python scripts/research/benchmark_scale.py --pairs 1000000 2000000 4500000 --out docs/results/scale-wmt14
     python scripts/research/benchmark_scale.py --data data-bin/tvsub.zh-en --src zh --tgt en --out OUT
 
-With ``--data`` it measures that prepared folder (a real corpus, one size) instead. Otherwise, for each size it writes a synthetic data-bin (``--work``, default /tmp/autoassist-scale) by writing
-fairseq's memory-mapped indexed dataset directly: about 30 pieces per side (lengths 1-250, a clipped
-normal around ``--mean-length``), Zipf-distributed token ids over a ``--vocab-size`` (32,000) joint
-dictionary. Then, each in a fresh process on one core (``OMP_NUM_THREADS=1``, one torch thread), it
-measures fairseq's ``translation`` task and ``autoassist_translation`` (``--autoassist-policy``,
-default ``assistant``) at ``--max-tokens`` 4,096:
+With ``--data`` it measures that prepared folder (a real corpus, one size) instead. Otherwise, for each size it
+writes a synthetic data-bin (``--work``, default /tmp/autoassist-scale) by writing fairseq's memory-mapped indexed
+dataset directly: about 30 pieces per side (lengths 1-250, a clipped normal around ``--mean-length``),
+Zipf-distributed token ids over a ``--vocab-size`` (32,000) joint dictionary. Then, each in a fresh process on
+one core (``OMP_NUM_THREADS=1``, one torch thread), it measures fairseq's ``translation`` task and
+``autoassist_translation`` (``--autoassist-policy``, default ``assistant``) at ``--max-tokens`` 4,096:
 
 * start-up: task set-up, loading the training split, the training iterator (fairseq's order, size
   filter and ``batch_by_size``; for AutoAssist also the features, the IDF, the Assistant and the
