@@ -134,6 +134,14 @@ PRESETS = {
                   validate_interval_updates=TVSUB_PASS // 4, other_test_splits=["test1", "test2"],
                   arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "uniform@0.7", "assistant@0.7",
                         "assistant-no-warmup@0.7", "learnable@0.7", "reducible@0.7"]),
+    # The one-pass question at TVsub's size: within the first pass (thousands of updates, long enough for the
+    # Assistant to learn), the rules without warm-up, placed on a one-pass stock frontier by validation loss and BLEU
+    # (the BLEU levels provisional, as the tvsub preset's).
+    "tvsub-one-pass": dict(arch="small", max_update=TVSUB_PASS, max_tokens=2048, lr=2e-3, warmup_updates=300,
+                           lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[5, 10],
+                           validate_interval_updates=TVSUB_PASS // 8, other_test_splits=["test1", "test2"],
+                           arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant-no-warmup@0.7",
+                                 "skip-learned-no-warmup@0.7", "uniform-no-warmup@0.7"]),
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
 }

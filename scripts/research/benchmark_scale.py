@@ -2,9 +2,10 @@
 """AutoAssist against stock translation at WMT14's scale, on a synthetic corpus shaped like it.
 
     python scripts/research/benchmark_scale.py --pairs 1000000 2000000 4500000 --out docs/results/scale-wmt14
-    python scripts/research/benchmark_scale.py --data data-bin/tvsub.zh-en --src zh --tgt en --out OUT
+    python scripts/research/benchmark_scale.py --data data-bin/tvsub.zh-en --out OUT
 
-With ``--data`` it measures that prepared folder (a real corpus, one size) instead. Otherwise, for each size it
+With ``--data`` it measures that prepared folder (a real corpus, one size; its languages from its prepare.json
+unless ``--src``/``--tgt`` say) instead. Otherwise, for each size it
 writes a synthetic data-bin (``--work``, default /tmp/autoassist-scale) by writing fairseq's memory-mapped indexed
 dataset directly: about 30 pieces per side (lengths 1-250, a clipped normal around ``--mean-length``),
 Zipf-distributed token ids over a ``--vocab-size`` (32,000) joint dictionary. Then, each in a fresh process on
@@ -22,8 +23,8 @@ one core (``OMP_NUM_THREADS=1``, one torch thread), it measures fairseq's ``tran
   (the bilingual features of ``assistant/bilingual.py``), the difference being their own cost;
 * AutoAssist only: the selection of one chunk (scoring, drawing, batching), the plan of a selecting
   epoch (every chunk's selection), one Assistant update on a batch's pairs and the Assistant's scoring of every
-  training pair (best of three); and fairseq's own
-  ``batch_by_size`` over the whole split, the yardstick of the planning goal.
+  training pair (best of three); and fairseq's own ``batch_by_size`` over the whole split, the yardstick of the
+  planning goal.
 
 Goals (the WMT issue): start-up at most 10 s per million pairs beyond stock fairseq, at most 64 bytes
 per pair beyond it, selection and planning per epoch at most twice ``batch_by_size``. Writes
@@ -292,8 +293,8 @@ def main(argv=None):
                         help="also measure start-up and memory with --autoassist-pair-features")
     parser.add_argument("--work", default="/tmp/autoassist-scale", help="where the synthetic data-bins go")
     parser.add_argument("--data", help="measure this prepared folder (its training split) instead of synthetic ones")
-    parser.add_argument("--src", default=SRC, help="the source language of --data")
-    parser.add_argument("--tgt", default=TGT, help="the target language of --data")
+    parser.add_argument("--src", help="the source language of --data (default: its prepare.json's)")
+    parser.add_argument("--tgt", help="the target language of --data (default: its prepare.json's)")
     parser.add_argument("--out", help="folder for scale.json and scale.md")
     parser.add_argument("--child", metavar="DATA", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -302,18 +303,23 @@ def main(argv=None):
 
         policy = None if args.policy == "stock" else args.policy
         print(json.dumps(measure(args.child, policy, args.max_tokens, args.chunks, args.pair_features,
-                                 args.src, args.tgt)))
+                                 args.src or SRC, args.tgt or TGT)))
         return 0
     if not args.out:
         parser.error("--out is required")
     if args.data:
+        from fairseq_autoassist.recipes import data_languages  # not in the child: fairseq must load before the plugin
+
         folders = [args.data]
+        languages = data_languages(args.data, args.src, args.tgt)
+        src, tgt = languages["source"], languages["target"]
     else:
+        src, tgt = SRC, TGT
         folders = [write_corpus(os.path.join(args.work, f"wmt-shaped-{pairs}"), pairs, args.vocab_size,
                                 args.mean_length) for pairs in args.pairs]
     rows, raw = [], {}
     for data in folders:
-        measured = [run_child(data, policy, args.max_tokens, args.chunks, pair_features, args.src, args.tgt)
+        measured = [run_child(data, policy, args.max_tokens, args.chunks, pair_features, src, tgt)
                     for policy, pair_features in ((None, False), (args.policy, False), (args.policy, True))
                     if not pair_features or args.pair_features]
         stock, autoassist, with_pairs = (measured + [None])[:3]
