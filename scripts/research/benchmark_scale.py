@@ -319,10 +319,10 @@ def main(argv=None):
                                 args.mean_length) for pairs in args.pairs]
     rows, raw = [], {}
     for data in folders:
-        measured = [run_child(data, policy, args.max_tokens, args.chunks, pair_features, src, tgt)
-                    for policy, pair_features in ((None, False), (args.policy, False), (args.policy, True))
-                    if not pair_features or args.pair_features]
-        stock, autoassist, with_pairs = (measured + [None])[:3]
+        stock = run_child(data, None, args.max_tokens, args.chunks, False, src, tgt)
+        autoassist = run_child(data, args.policy, args.max_tokens, args.chunks, False, src, tgt)
+        with_pairs = (run_child(data, args.policy, args.max_tokens, args.chunks, True, src, tgt)
+                      if args.pair_features else None)
         pairs = stock["pairs"]
         raw[pairs] = {"stock": stock, args.policy: autoassist, "pair_features": with_pairs}
         rows.append(compare(stock, autoassist, with_pairs))
