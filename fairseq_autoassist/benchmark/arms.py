@@ -82,6 +82,8 @@ TATOEBA_BUDGET = 5 * TATOEBA_PASS
 # One stock pass over TVsub's training split: 2,142,837 pairs in 10,784 batches of 2,048 tokens, as fairseq-train
 # cuts them.
 TVSUB_PASS = 10784
+TVSUB_RECIPE = dict(arch="small", max_tokens=2048, lr=2e-3, warmup_updates=300, lr_scheduler="cosine", seeds=[1, 2],
+                    other_test_splits=["test1", "test2"])
 
 # ``bleu_levels``: the validation BLEU levels whose update and token ratios are tabulated.
 PRESETS = {
@@ -129,17 +131,15 @@ PRESETS = {
                                    "uniform-no-warmup@0.7"]),
     # TVsub zh-en (docs/preparing-data.md), the paper's regime at 13 times Tatoeba. Provisional: the budget (three
     # passes) and the BLEU levels until the stock run of docs/results/benchmark-tvsub/ shows where its curve bends.
-    "tvsub": dict(arch="small", max_update=3 * TVSUB_PASS, max_tokens=2048, lr=2e-3, warmup_updates=300,
-                  lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[10, 15, 20],
-                  validate_interval_updates=TVSUB_PASS // 4, other_test_splits=["test1", "test2"],
+    "tvsub": dict(TVSUB_RECIPE, max_update=3 * TVSUB_PASS, bleu_levels=[10, 15, 20],
+                  validate_interval_updates=TVSUB_PASS // 4,
                   arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "uniform@0.7", "assistant@0.7",
                         "assistant-no-warmup@0.7", "learnable@0.7", "reducible@0.7"]),
     # The one-pass question at TVsub's size: within the first pass (thousands of updates, long enough for the
     # Assistant to learn), the rules without warm-up, placed on a one-pass stock frontier by validation loss and BLEU
     # (the BLEU levels provisional, as the tvsub preset's).
-    "tvsub-one-pass": dict(arch="small", max_update=TVSUB_PASS, max_tokens=2048, lr=2e-3, warmup_updates=300,
-                           lr_scheduler="cosine", seeds=[1, 2], bleu_levels=[5, 10],
-                           validate_interval_updates=TVSUB_PASS // 8, other_test_splits=["test1", "test2"],
+    "tvsub-one-pass": dict(TVSUB_RECIPE, max_update=TVSUB_PASS, bleu_levels=[5, 10],
+                           validate_interval_updates=TVSUB_PASS // 8,
                            arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant-no-warmup@0.7",
                                  "skip-learned-no-warmup@0.7", "uniform-no-warmup@0.7"]),
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
