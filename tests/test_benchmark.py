@@ -426,26 +426,33 @@ def test_the_bleu_breakdown_reads_every_scored_run_of_a_benchmark(smoke_run, tmp
 
 
 @pytest.mark.slow
-def test_the_skipped_pairs_report_reads_the_loss_band_of_a_learnable_run(smoke_run, tmp_path):
+def test_the_skipped_pairs_report_restores_the_selection_of_each_run(smoke_run, tmp_path):
     out, _ = smoke_run
+    checkpoints = [str(out / "runs" / f"{arm}-seed1" / "checkpoint_last.pt") for arm in ("learnable", "assistant", "uniform")]
     run_script("scripts/research/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
-               str(out / "runs" / "learnable-seed1" / "checkpoint_last.pt"), "--out", str(tmp_path))
+               *checkpoints, "--out", str(tmp_path))
     with open(tmp_path / "skipped_pairs.json") as f:
         skipped = json.load(f)
-    [run] = skipped["runs"]
+    learnable, assistant, uniform = skipped["runs"]
     assert skipped["languages"] == {"source": "de", "target": "en"}
-    with open(out / "results.json") as f:
-        last_epoch = next(r for r in json.load(f)["runs"] if r["arm"] == "learnable")["epochs"][-1]
-    # Every pair seen; the upper band (the running 0.8 quantile) skips some of them, all as unlearnable (the
-    # preset's lower quantile is 0), and the run did drop pairs.
-    assert run["not_seen"] == 0 and 0 < run["skipped"] < 0.6
-    assert run["skipped_as_unlearnable"] == run["skipped"] and last_epoch["kept_share"] < 1
-    buckets = run["by"]["target length"].values()
-    assert sum(row["pairs"] for row in buckets) == sum(row["pairs"] for row in run["by"]["source / target length"].values())
+    assert [run["updates"] for run in skipped["runs"]] == [PRESETS["smoke"]["max_update"]] * 3
+    # Every pair seen; the upper band (the running 0.8 quantile) labels some of them skipped, all as unlearnable
+    # (the preset's lower quantile is 0), and those are the pairs the rule keeps least.
+    assert learnable["not_seen"] == 0 and learnable["skipped_as_learned"] == 0
+    assert 0 < learnable["skipped"] < learnable["skipped_as_unlearnable"] < 0.6
+    # uniform keeps each pair with its fixed probability: the restored rule is the run's.
+    assert uniform["skipped"] == pytest.approx(0.3) and "not_seen" not in uniform
+    assert all(row["skipped"] == pytest.approx(0.3) for row in uniform["by"]["target length"].values() if row["pairs"])
+    # The Assistant's keep probabilities differ by pair (the paper's rule floors them at its base probability 0.5).
+    shares = [row["skipped"] for row in assistant["by"]["target length"].values() if row["pairs"]]
+    assert 0 < min(shares) < max(shares) <= 0.5
+    for run in skipped["runs"]:
+        for rows in run["by"].values():
+            assert sum(row["pairs"] for row in rows.values()) == 400  # the smoke corpus's training pairs
     refused = run_script("scripts/research/skipped_pairs_report.py", "--data", str(out / "data-bin"), "--checkpoints",
                          str(out / "runs" / "keep-all-seed1" / "checkpoint_last.pt"), "--out", str(tmp_path),
                          check=False)
-    assert refused.returncode == 2 and "--autoassist-policy keep-all" in refused.stdout
+    assert refused.returncode == 2 and "--autoassist-policy keep-all keeps every pair" in refused.stdout
 
 
 @pytest.mark.slow

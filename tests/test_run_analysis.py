@@ -1,6 +1,6 @@
 """The scripts that explain a benchmark's runs, on hand-made inputs: scripts/research/bleu_breakdown.py (BLEU by
 reference length, recall by training frequency) and scripts/research/skipped_pairs_report.py (which pairs a
-loss-band rule skips)."""
+selecting rule skips)."""
 
 import json
 
@@ -58,18 +58,49 @@ def test_a_benchmark_folder_without_scored_runs_is_refused_with_the_flag_to_fix(
     assert found == [("keep-all", 1, str(run_dir / "bleu_test.hyp.txt"))]
 
 
-def test_skipped_shares_are_counted_per_bucket_and_per_side():
-    labels = np.array([1.0, 0.0, 0.0, np.nan, 1.0, 0.0])
+def test_skipped_shares_are_expected_skips_per_bucket_and_per_side_of_the_band():
+    keep = np.array([1.0, 0.1, 0.1, 1.0, 0.5, 0.1])
     side = np.array([np.nan, 0.0, 1.0, np.nan, np.nan, 1.0])
     bucket = np.array([0, 0, 0, 0, 1, 1])
-    [rows] = skipped_pairs_report.skipped_shares(labels, side, {"length": (["short", "long"], bucket)}).values()
-    # The pair not yet seen (nan) counts as not skipped.
-    assert rows["short"] == {"pairs": 4, "skipped": 0.5, "skipped_as_learned": 0.25, "skipped_as_unlearnable": 0.25}
-    assert rows["long"] == {"pairs": 2, "skipped": 0.5, "skipped_as_learned": 0.0, "skipped_as_unlearnable": 0.5}
+    groups = {"length": (["short", "long", "empty"], bucket)}
+    [rows] = skipped_pairs_report.skipped_shares(keep, side, groups).values()
+    assert rows["short"] == {"pairs": 4, "skipped": 0.45, "skipped_as_learned": 0.25, "skipped_as_unlearnable": 0.25}
+    assert rows["long"] == {"pairs": 2, "skipped": 0.7, "skipped_as_learned": 0.0, "skipped_as_unlearnable": 0.5}
+    assert rows["empty"] == {"pairs": 0, "skipped": None, "skipped_as_learned": None, "skipped_as_unlearnable": None}
+    # A rule without a loss band has no sides.
+    [rows] = skipped_pairs_report.skipped_shares(keep, None, groups).values()
+    assert rows["long"] == {"pairs": 2, "skipped": 0.7}
 
 
-def test_a_pair_has_a_sibling_when_another_pair_has_its_target_sentence():
+def test_a_pair_is_repeated_when_another_pair_has_its_target_or_both_its_sentences():
     from fairseq_autoassist.assistant import CorpusSide
 
     targets = CorpusSide(np.array([5, 6, 7, 5, 6, 6, 5]), np.array([0, 2, 3, 5, 7]))  # (5 6) (7) (5 6) (6 5)
-    assert skipped_pairs_report.has_sibling(targets.sentence_hashes()).tolist() == [True, False, True, False]
+    sources = CorpusSide(np.array([8, 9, 8, 8]), np.array([0, 1, 2, 3, 4]))  # (8) (9) (8) (8)
+    assert skipped_pairs_report.repeated(targets.sentence_hashes()).tolist() == [True, False, True, False]
+    # Pairs 0 and 2 are the same pair; pair 3 shares its source with them, not its target.
+    assert skipped_pairs_report.repeated(sources.sentence_hashes(), targets.sentence_hashes()).tolist() == [
+        True, False, True, False]
+
+
+def test_a_target_ends_a_sentence_by_its_last_piece_before_the_end_of_sentence():
+    from fairseq_autoassist.assistant import CorpusSide
+
+    symbols = ["<s>", "<pad>", "</s>", "<unk>", "\u2581Hello", ",", ".", "?\"", "\u2581and", "\u3002"]
+    # "Hello ." / "Hello ," / "and ?"" / "Hello" / (nothing but the end of sentence) / a Chinese full stop
+    targets = CorpusSide(np.array([4, 6, 2, 4, 5, 2, 8, 7, 2, 4, 2, 2, 9, 2]),
+                         np.array([0, 3, 6, 9, 11, 12, 14]))
+    assert skipped_pairs_report.ends_a_sentence(targets, symbols).tolist() == [True, False, True, False, False, True]
+
+
+def test_losses_are_split_in_fifths_of_the_scored_pairs(tmp_path):
+    losses = np.concatenate([np.arange(1, 11, dtype=np.float32), [np.nan, np.nan]])
+    path = tmp_path / "losses.npy"
+    np.save(path, losses)
+    names, bucket = skipped_pairs_report.loss_fifths(str(path), len(losses))
+    assert names == ["<= 2.8 nats", "2.8-4.6 nats", "4.6-6.4 nats", "6.4-8.2 nats", "> 8.2 nats", "not scored"]
+    assert bucket.tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    with pytest.raises(PreparationError, match="holds 12 scores, --data has 13 training pairs"):
+        skipped_pairs_report.loss_fifths(str(path), 13)
+    with pytest.raises(PreparationError, match="does not exist"):
+        skipped_pairs_report.loss_fifths(str(tmp_path / "missing.npy"), 12)

@@ -134,7 +134,12 @@ class Selector:
             return None
         if epoch != self._decisions_epoch:
             self._decisions_epoch, self.own_decisions, self.decisions = epoch, 0, 0
-        keep_prob = self.policy.keep(self, indices, self.schedule.progress(epoch, self.num_updates))
+        return self.rule_keep_probabilities(indices, self.schedule.progress(epoch, self.num_updates))
+
+    def rule_keep_probabilities(self, indices, progress):
+        """The rule's keep probability for ``indices`` at ``progress`` (the schedule's fraction of training done)
+        whether or not the schedule selects then; None where the rule keeps every pair."""
+        keep_prob = self.policy.keep(self, indices, progress)
         if keep_prob is None:
             return None
         return clip_keep_probabilities(keep_prob, self.options.min_keep_prob)
