@@ -118,8 +118,8 @@ def restore_selection(checkpoint_path, data):
     cfg = state["cfg"]
     policy = cfg.task.get("autoassist_policy")
     if policy not in POLICIES or POLICIES[policy].keep is None:
-        raise PreparationError(f"{checkpoint_path} trained with --autoassist-policy {policy}, which skips no pairs; "
-                               "pass checkpoints of selecting runs")
+        raise PreparationError(f"{checkpoint_path} trained without selection (--task {cfg.task._name}, "
+                               f"--autoassist-policy {policy}); pass checkpoints of selecting runs")
     epoch = state["extra_state"]["train_iterator"]["epoch"]
     with open_dict(cfg):
         # The selection only: on this folder, in this thread, without the run's diagnostics files.
