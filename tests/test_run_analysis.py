@@ -100,7 +100,7 @@ def test_losses_are_split_in_fifths_of_the_scored_pairs(tmp_path):
     names, bucket = skipped_pairs_report.loss_fifths(str(path), len(losses))
     assert names == ["<= 2.8 nats", "2.8-4.6 nats", "4.6-6.4 nats", "6.4-8.2 nats", "> 8.2 nats", "not scored"]
     assert bucket.tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
-    with pytest.raises(PreparationError, match="holds 12 scores, --data has 13 training pairs"):
+    with pytest.raises(PreparationError, match="holds 12 scores for 13 training pairs"):
         skipped_pairs_report.loss_fifths(str(path), 13)
     with pytest.raises(PreparationError, match="does not exist"):
         skipped_pairs_report.loss_fifths(str(tmp_path / "missing.npy"), 12)

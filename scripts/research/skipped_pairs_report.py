@@ -89,13 +89,9 @@ def ends_a_sentence(side, symbols):
 
 def loss_fifths(losses_path, num_pairs):
     """The bucket names and index per pair of a ``--losses`` file by fifths of its scored pairs (unscored: last)."""
-    if not os.path.isfile(losses_path):
-        raise PreparationError(f"--losses {losses_path} does not exist (write it with autoassist-score)")
-    losses = np.load(losses_path, mmap_mode="r")
-    if losses.shape != (num_pairs,):
-        raise PreparationError(f"--losses {losses_path} holds {losses.shape[0]} scores, --data has {num_pairs} "
-                               "training pairs; score the same folder (autoassist-score --data)")
-    losses = np.asarray(losses, dtype=np.float64)
+    from fairseq_autoassist.reference_scores import read_scores
+
+    losses = np.asarray(read_scores(losses_path, num_pairs), dtype=np.float64)
     scored = np.isfinite(losses)
     edges = tuple(round(float(edge), 2) for edge in np.quantile(losses[scored], LOSS_QUANTILES))
     bucket = np.where(scored, np.searchsorted(edges, losses, side="left"), len(edges) + 1)
