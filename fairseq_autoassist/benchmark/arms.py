@@ -137,11 +137,13 @@ PRESETS = {
                         "assistant-no-warmup@0.7", "learnable@0.7", "reducible@0.7"]),
     # The one-pass question at TVsub's size: within the first pass (thousands of updates, long enough for the
     # Assistant to learn), the rules without warm-up, placed on a one-pass stock frontier by validation loss and BLEU
-    # (the BLEU levels provisional, as the tvsub preset's).
+    # (the BLEU levels provisional, as the tvsub preset's). near-duplicates-no-warmup last: a quarter of TVsub's pairs
+    # repeat another exactly, and a pass is long enough for a sibling to be learned before its repeat comes.
     "tvsub-one-pass": dict(TVSUB_RECIPE, max_update=TVSUB_PASS, bleu_levels=[5, 10],
                            validate_interval_updates=TVSUB_PASS // 8,
                            arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant-no-warmup@0.7",
-                                 "skip-learned-no-warmup@0.7", "uniform-no-warmup@0.7"]),
+                                 "skip-learned-no-warmup@0.7", "uniform-no-warmup@0.7",
+                                 "near-duplicates-no-warmup@0.7"]),
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
 }
