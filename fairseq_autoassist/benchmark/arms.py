@@ -131,16 +131,17 @@ PRESETS = {
                                    "skip-learned-no-warmup@0.7", "near-duplicates-no-warmup@0.7",
                                    "uniform-no-warmup@0.7"]),
     # TVsub zh-en (docs/preparing-data.md), the paper's regime at 13 times Tatoeba. The random control last: the issue
-    # sets its kept share to the best rule's, known only once the rules have run (uniform@0.7 is the paper's share).
+    # sets its kept share to the best rule's, known only once the rules have run (uniform's default 0.7 is about the
+    # paper's rule's share).
     "tvsub": dict(TVSUB_RECIPE, max_update=TVSUB_BUDGET, bleu_levels=[10, 11, 12],
                   validate_interval_updates=TVSUB_PASS // 4,
                   arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant@0.7", "assistant-no-warmup@0.7",
                         "learnable@0.7", "reducible@0.7", "uniform@0.7"]),
     # The issue's one-pass question at TVsub's size: within the first pass (thousands of updates, long enough for the
     # Assistant to learn), the rules without warm-up, placed on a one-pass stock frontier by validation loss and BLEU
-    # (BLEU levels where the stock run's first pass was at a quarter, half and the whole of it). near-duplicates-no-
-    # warmup last: a quarter of TVsub's pairs repeat another exactly, and a pass is long enough for a sibling to be
-    # learned before its repeat comes.
+    # (BLEU levels about where the stock run's first pass was at a quarter, half and the whole of it).
+    # near-duplicates-no-warmup last: a quarter of TVsub's pairs repeat another exactly, and a pass is long enough for
+    # a sibling to be learned before its repeat comes.
     "tvsub-one-pass": dict(TVSUB_RECIPE, max_update=TVSUB_PASS, bleu_levels=[6, 8, 10],
                            validate_interval_updates=TVSUB_PASS // 8,
                            arms=["baseline", *FRONTIER_BASELINES, "keep-all@0.7", "assistant-no-warmup@0.7",
