@@ -15,12 +15,14 @@ with nothing else on the machine. It runs under the training runs' allocator set
 
 The rule: every arm of the preset is timed together (``--arms`` defaults to all of them; the stock task's
 budget-matched variants update as ``baseline`` does), in ``--sessions`` sessions (at least three), each building
-every arm afresh and interleaving them in another order. A session gives each arm's median block time over the
-stock task's; the figure is the median session's, with the range over the sessions, and a saving in seconds
-holds only where it exceeds that range. The machines here move by about 5% between timings, which one session
-cannot show. Writes every block time, each session's and the overall medians, the ratios to ``baseline``
-(``ratio_to_baseline``: median, low, high), the target tokens and padded positions per update of the timed
-batches and the CPU seconds spent selecting and in the Assistant's thread. ``scripts/benchmark.py
+every arm afresh with its own seed (``--seed`` plus the session's index, so that each session times other batches)
+and interleaving them in another order. A session gives each arm's median block time over the stock task's; the
+figure is the median session's, with the range over the sessions, and a saving in seconds holds only where it
+exceeds that range. The machines here move by about 5% between timings, which one session cannot show, and an
+update's time depends on its batch's lengths, which one set of batches cannot show. Writes every block time, each
+session's and the overall medians, the ratios to ``baseline`` (``ratio_to_baseline``: median, low, high), the
+target tokens and padded positions per update of the timed batches (the mean over the sessions) and the last
+session's CPU seconds spent selecting and in the Assistant's thread. ``scripts/benchmark.py
 --seconds-per-update`` turns updates into seconds with it.
 """
 
@@ -91,9 +93,11 @@ class TimedArm:
 
 
 def time_session(data, preset, arms, seed, block_updates, blocks, session):
-    """One session: every arm built afresh, a warm-up block each, then ``blocks`` timed blocks interleaved, the
-    arms in an order rotated by ``session`` so that none is always first after a warm-up."""
+    """One session: every arm built afresh with seed ``seed + session`` (its own batches), a warm-up block each,
+    then ``blocks`` timed blocks interleaved, the arms in an order rotated by ``session`` so that none is always
+    first after a warm-up."""
     order = arms[session % len(arms):] + arms[:session % len(arms)]
+    seed += session
     with tempfile.TemporaryDirectory() as save_dir:
         timed = {arm: TimedArm(arm, data, preset, seed, save_dir) for arm in order}
         for arm in timed.values():  # not timed
@@ -105,7 +109,7 @@ def time_session(data, preset, arms, seed, block_updates, blocks, session):
                 logger.info("session %d block %d %-24s %.3f s/update", session + 1, block, name, times[name][-1])
         cpu = {name: arm.cpu_seconds() for name, arm in timed.items()}
     medians = {name: statistics.median(times[name]) for name in arms}
-    return {"order": order, "seconds_per_update": {name: times[name] for name in arms},
+    return {"order": order, "seed": seed, "seconds_per_update": {name: times[name] for name in arms},
             "median_seconds_per_update": medians,
             "ratio_to_baseline": {name: medians[name] / medians["baseline"] for name in arms},
             "target_tokens_per_update": {name: timed[name].target_tokens / timed[name].updates for name in arms},
@@ -119,14 +123,16 @@ def measure(data, preset_name, arms, seed, block_updates, blocks, sessions):
     ratios = {arm: [run["ratio_to_baseline"][arm] for run in runs] for arm in arms}
     last = runs[-1]
     return {
-        "data": data, "preset": preset_name, "seed": seed, "block_updates": block_updates, "blocks": blocks,
-        "sessions": runs,
+        "data": data, "preset": preset_name, "seeds": [run["seed"] for run in runs], "block_updates": block_updates,
+        "blocks": blocks, "sessions": runs,
         "median_seconds_per_update": {arm: statistics.median(s for run in runs for s in run["seconds_per_update"][arm])
                                       for arm in arms},
         "ratio_to_baseline": {arm: {"median": statistics.median(ratios[arm]), "low": min(ratios[arm]),
                                     "high": max(ratios[arm])} for arm in arms},
-        "target_tokens_per_update": last["target_tokens_per_update"],
-        "padded_positions_per_update": last["padded_positions_per_update"],
+        "target_tokens_per_update": {arm: statistics.mean(run["target_tokens_per_update"][arm] for run in runs)
+                                     for arm in arms},
+        "padded_positions_per_update": {arm: statistics.mean(run["padded_positions_per_update"][arm] for run in runs)
+                                        for arm in arms},
         "timed_from_epoch": last["timed_from_epoch"], "cpu": last["cpu"],
     }
 
@@ -138,10 +144,11 @@ def timing_table(result):
     sessions = result["sessions"]
     lines = [f"Command: `{result['command']}`", "",
              f"{len(sessions)} sessions of {result['blocks']} interleaved blocks of {result['block_updates']} updates "
-             "per arm (orders: " + "; ".join(", ".join(session["order"]) for session in sessions) + ").", "",
+             "per arm, each session with its own seed and batches (seeds and orders: "
+             + "; ".join(f"{session['seed']}: " + ", ".join(session["order"]) for session in sessions) + ").", "",
              "| arm | seconds per update (median block) | over the stock task: median session [range] | "
              + " | ".join(f"session {i + 1}" for i in range(len(sessions)))
-             + " | target tokens per update over the stock task's (the last session's timed batches) |",
+             + " | target tokens per update over the stock task's (every session's timed batches) |",
              "|---|---|---|" + "---|" * len(sessions) + "---|"]
     tokens = result["target_tokens_per_update"]
     for arm, ratio in result["ratio_to_baseline"].items():
@@ -166,7 +173,8 @@ def main(argv=None):
     parser.add_argument("--sessions", type=int, default=MIN_TIMING_SESSIONS,
                         help="timing sessions, each building every arm afresh (at least "
                         f"{MIN_TIMING_SESSIONS} for the range that scripts/benchmark.py --seconds-per-update requires)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1,
+                        help="the first session's seed; session i (from 0) builds its arms with seed + i")
     parser.add_argument("--output", required=True,
                         help="JSON with every block time and the medians (and beside it, .md: the table)")
     args = parser.parse_args(argv)

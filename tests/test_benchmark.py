@@ -4,7 +4,9 @@ kill, and every figure on known numbers."""
 import argparse
 import json
 import os
+import re
 
+import numpy as np
 import pytest
 
 from fairseq_autoassist.benchmark import figures, logs, report, runs as benchmark_runs
@@ -506,9 +508,12 @@ def test_the_overhead_benchmark_times_every_arm_on_its_own_batches(prepared_data
     result = json.loads(output.read_text())
     # The stock task's budget-matched variant is timed as the stock task; every arm once, whatever its budget.
     assert list(result["median_seconds_per_update"]) == ["baseline", "keep-all", "learnable", "keep-all-stock-batches"]
-    # Three sessions, each building every arm afresh and timing them in another order.
+    # Three sessions, each building every arm afresh with its own seed (its own batches) and timing them in another
+    # order.
     sessions = result["sessions"]
     assert [session["order"][0] for session in sessions] == ["baseline", "keep-all", "learnable"]
+    assert result["seeds"] == [session["seed"] for session in sessions] == [1, 2, 3]
+    assert len({session["target_tokens_per_update"]["baseline"] for session in sessions}) > 1
     for arm, ratio in result["ratio_to_baseline"].items():
         per_session = [session["median_seconds_per_update"][arm] / session["median_seconds_per_update"]["baseline"]
                        for session in sessions]
@@ -523,6 +528,26 @@ def test_the_overhead_benchmark_times_every_arm_on_its_own_batches(prepared_data
     assert all(result["target_tokens_per_update"][arm] < result["padded_positions_per_update"][arm]
                for arm in result["median_seconds_per_update"])
     assert result["allocator"] == {key: os.environ.get(key, value) for key, value in TRAINING_MALLOC_ENV.items()}
+
+
+@pytest.mark.slow
+def test_the_overhead_sources_time_each_step_on_each_batch_set(prepared_data):
+    result = run_script("scripts/research/overhead_sources.py", "--data", prepared_data, "--preset", "smoke",
+                        "--arm", "learnable", "--block-updates", "2", "--blocks", "1", "--refresh-updates", "1", "4")
+    for step, batches in [("baseline", "baseline"), ("baseline", "learnable"), ("learnable", "baseline"),
+                          ("learnable", "learnable")]:
+        assert re.search(rf"step of {step} +on the batches of {batches} +[0-9.]+ s per update", result.stdout)
+    assert re.search(r"refresh every 1 updates +source positions per token [0-9.]+", result.stdout)
+    assert "refresh every 4 updates" in result.stdout
+
+
+def test_batch_padding_counts_positions_against_tokens():
+    from scripts.research.overhead_sources import batch_padding
+
+    source, target = np.array([2, 4, 3, 3]), np.array([5, 5, 1, 3])
+    figures = batch_padding([np.array([0, 1]), np.array([2, 3]), np.array([], dtype=np.int64)], source, target)
+    assert figures == {"source positions per token": (2 * 4 + 2 * 3) / 12,
+                       "target positions per token": (2 * 5 + 2 * 3) / 14, "target tokens per batch": 7}
 
 
 def test_every_arm_of_every_preset_is_a_valid_arm_argument():

@@ -143,11 +143,16 @@ def collate_with_host_side(collater, pad, samples):
     """``collater(samples)`` with ``HOST_SIDE``: the batch's ``ids`` and ``target_lengths`` (non-pad tokens)."""
     batch = collater(samples)
     if batch:
-        # Copies, not views: a data loader worker moves the batch's tensors to shared memory to hand them over,
-        # which would leave a view pointing at freed memory.
-        batch[HOST_SIDE] = {"ids": batch["id"].numpy().copy(),
-                            "target_lengths": batch["target"].ne(pad).sum(1).numpy().copy()}
+        add_host_side(batch, pad)
     return batch
+
+
+def add_host_side(batch, pad):
+    """Adds ``HOST_SIDE`` to a collated batch still on the host."""
+    # Copies, not views: a data loader worker moves the batch's tensors to shared memory to hand them over,
+    # which would leave a view pointing at freed memory.
+    batch[HOST_SIDE] = {"ids": batch["id"].numpy().copy(),
+                        "target_lengths": batch["target"].ne(pad).sum(1).numpy().copy()}
 
 
 def _started_at_the_first_batch(data_loader):
