@@ -38,8 +38,9 @@ import time
 
 from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, timed_arms, training_args
 from fairseq_autoassist.benchmark.figures import MIN_TIMING_SESSIONS
+from fairseq_autoassist.raw_corpus import exit_code
 from fairseq_autoassist.recipes import (TRAINING_MALLOC_ENV, build_trainer, reexec_under_training_malloc,
-                                        write_atomically)
+                                        require_prepared, write_atomically)
 
 logger = logging.getLogger("benchmark_overhead")
 
@@ -180,6 +181,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.sessions < 1:
         parser.error(f"--sessions {args.sessions}: at least 1 (and {MIN_TIMING_SESSIONS} for a range)")
+    if exit_code(lambda: require_prepared(args.data), logger):  # before minutes of building arms
+        return 2
     arms = timed_arms(args.arms or PRESETS[args.preset]["arms"])
     result = measure(args.data, args.preset, arms, args.seed, args.block_updates, args.blocks, args.sessions)
     result["command"] = "python scripts/benchmark_overhead.py " + shlex.join(argv if argv is not None else sys.argv[1:])

@@ -541,6 +541,16 @@ def test_the_overhead_sources_time_each_step_on_each_batch_set(prepared_data):
     assert "refresh every 4 updates" in result.stdout
 
 
+@pytest.mark.parametrize("script, arguments", [
+    ("scripts/benchmark_overhead.py", ["--arms", "keep-all", "--output", "timing.json"]),
+    ("scripts/research/overhead_sources.py", ["--arm", "keep-all"]),
+])
+def test_the_timing_scripts_refuse_a_folder_that_is_not_prepared_before_building_anything(script, arguments, tmp_path):
+    result = run_script(script, "--data", str(tmp_path), "--preset", "smoke", *arguments, check=False)
+    assert result.returncode == 2
+    assert f"{tmp_path} is not a prepared data-bin folder (no prepare.json)" in result.stdout
+
+
 def test_batch_padding_counts_positions_against_tokens():
     from scripts.research.overhead_sources import batch_padding
 

@@ -27,8 +27,9 @@ import time
 
 import numpy as np
 
-from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, training_args
-from fairseq_autoassist.recipes import build_trainer, reexec_under_training_malloc
+from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, arm_spec, training_args
+from fairseq_autoassist.raw_corpus import exit_code
+from fairseq_autoassist.recipes import build_trainer, reexec_under_training_malloc, require_prepared
 
 logger = logging.getLogger("overhead_sources")
 
@@ -85,6 +86,10 @@ def main(argv=None):
     parser.add_argument("--packing-pairs", type=int, default=200_000,
                         help="pairs of a random pass the packing figures batch")
     args = parser.parse_args(argv)
+    if arm_spec(args.arm)["policy"] is None:
+        parser.error(f"--arm {args.arm} is the stock task; name an arm of the plugin (e.g. keep-all)")
+    if exit_code(lambda: require_prepared(args.data), logger):  # before minutes of building arms
+        return 2
 
     from fairseq_autoassist.data.iterator import add_host_side
 
