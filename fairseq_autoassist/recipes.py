@@ -189,20 +189,41 @@ def reexec_under_training_malloc():
         os.execve(sys.executable, [sys.executable] + sys.argv, training_environment())
 
 
+# The line run_logged ends a command's log with: the peak resident memory of its process (logs.parse_peak_memory).
+PEAK_MEMORY_LINE = "# peak resident memory: {:.0f} MB"
+
+
 def run_logged(command, log_path, echo=False):
     """Runs ``command`` with its output appended to ``log_path`` (after a ``# command`` line) and, when
-    ``echo``, to stdout too, under ``training_environment()``; returns the exit code."""
+    ``echo``, to stdout too, under ``training_environment()``, then ``PEAK_MEMORY_LINE`` (the peak as of the command's
+    last line of output); returns the exit code."""
     with open(log_path, "a") as log:
         log.write("# " + " ".join(command) + "\n")
         log.flush()
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    env=training_environment())
+        peak_kib = None
         for line in process.stdout:
             if echo:
                 sys.stdout.write(line)
             log.write(line)
             log.flush()
+            peak_kib = max(filter(None, [peak_kib, _peak_resident_kib(process.pid)]), default=None)
+        if peak_kib is not None:
+            log.write(PEAK_MEMORY_LINE.format(peak_kib / 1024) + "\n")
     return process.wait()
+
+
+def _peak_resident_kib(pid):
+    """The high-water mark of ``pid``'s resident memory since it started its program (Linux's ``VmHWM``), or None.
+
+    Read while the process runs: once it has exited, only getrusage's ``ru_maxrss`` is left, which on Linux also
+    counts the launching process' memory copied into the child before its program started."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next((int(line.split()[1]) for line in status if line.startswith("VmHWM:")), None)
+    except (OSError, ValueError):
+        return None
 
 
 SYNTHETIC_SPLIT_SIZES = {"train": 400, "val": 40, "test_2016_flickr": 40, "test_2017_flickr": 30}

@@ -319,6 +319,13 @@ def test_test_bleu_counts_only_where_the_best_validations_checkpoint_was_tested(
     assert "| uniform | an epoch end, not the best |" in table and "| learnable | 150, best |" in table
 
 
+def test_the_memory_table_shows_each_runs_peak_and_says_where_none_was_recorded():
+    recorded = dict(run("baseline", (100, 4.5, 20)), peak_resident_mb=1650)
+    older = run("learnable", (100, 4.5, 20), seed=2)
+    table = report.peak_memory_table([recorded, older])
+    assert "| baseline | 1,650 | - |" in table and "| learnable | - | not recorded |" in table
+
+
 def test_equal_tokens_compare_every_seed_and_at_the_common_end_of_the_whole_budget_runs():
     def curve(arm, seed, *points):  # (updates, valid loss) at 100 target tokens per update
         return run(arm, *[(u, loss, 10.0) for u, loss in points], seed=seed)

@@ -99,7 +99,21 @@ def test_logged_commands_run_with_the_allocator_settings_unless_the_environment_
     show = "import os; print([os.environ.get(k) for k in sorted(%r)])" % sorted(TRAINING_MALLOC_ENV)
     assert run_logged([sys.executable, "-c", show], str(log)) == 0
     expected = {**TRAINING_MALLOC_ENV, "MALLOC_TOP_PAD_": "4096"}
-    assert log.read_text().splitlines()[-1] == str([expected[k] for k in sorted(TRAINING_MALLOC_ENV)])
+    assert log.read_text().splitlines()[-2] == str([expected[k] for k in sorted(TRAINING_MALLOC_ENV)])
+
+
+def test_logged_commands_end_their_log_with_their_own_peak_memory_and_keep_their_exit_code(tmp_path):
+    from fairseq_autoassist.benchmark.logs import parse_peak_memory
+
+    log = tmp_path / "run.log"
+    # 300 MB written by the child: its own peak, not this test process' (the larger of the two would be ours). The
+    # peak is read at each line of output, while the child still runs.
+    big = "import time; b = b'x' * (300 << 20); print('done', flush=True); time.sleep(2); raise SystemExit(3)"
+    assert run_logged([sys.executable, "-c", big], str(log)) == 3
+    assert run_logged([sys.executable, "-c", "import time; print('done', flush=True); time.sleep(2)"], str(log)) == 0
+    peaks = [int(line.split()[-2]) for line in log.read_text().splitlines() if line.startswith("# peak resident")]
+    assert len(peaks) == 2 and peaks[0] >= 300 > peaks[1]
+    assert parse_peak_memory(log.read_text()) == peaks[0]
 
 
 def test_a_reports_languages_come_from_its_options_or_the_data_folders_manifest(tmp_path):

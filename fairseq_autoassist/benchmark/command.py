@@ -29,8 +29,8 @@ import sys
 
 from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, noise_list, timed_arms
 from fairseq_autoassist.benchmark.figures import MIN_TIMING_SESSIONS, derive, with_validations
-from fairseq_autoassist.benchmark.report import (describe_machine, equal_token_table, equal_update_table, markdown, plot,
-                                                 test_checkpoint_table)
+from fairseq_autoassist.benchmark.report import (describe_machine, equal_token_table, equal_update_table, markdown,
+                                                 peak_memory_table, plot, test_checkpoint_table)
 from fairseq_autoassist.benchmark.runs import finished_runs, run_arm, smoke_data
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.recipes import require_prepared, write_atomically
@@ -162,7 +162,7 @@ def main(argv=None):
                       timed=time_per_update is not None)
              + equal_update_table(runs, preset.get("validate_interval_updates", 0))
              + equal_token_table(runs, preset.get("validate_interval_updates", 0))
-             + test_checkpoint_table(runs))
+             + test_checkpoint_table(runs) + peak_memory_table(runs))
     write_atomically(os.path.join(args.out, "results.md"), table)
     plot(runs, args.out)
     logging.getLogger("benchmark").info("wrote %s\n%s", args.out, table)

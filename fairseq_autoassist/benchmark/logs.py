@@ -2,6 +2,8 @@
 
 import re
 
+from ..recipes import PEAK_MEMORY_LINE
+
 
 def _fields(text):
     """``{name: value}`` of the ``| name value`` fields of a fairseq log line's tail."""
@@ -66,3 +68,11 @@ def selection_cpu_share(fields):
     if not fields.get("aa_cpu_process"):
         return None
     return (fields.get("aa_cpu_select", 0.0) + fields.get("aa_cpu_assistant", 0.0)) / fields["aa_cpu_process"]
+
+
+def parse_peak_memory(log_text):
+    """The largest peak resident memory (MB) that ``recipes.run_logged`` recorded in a log, over every process it
+    ran there (a resumed run's several); None for a log written before it recorded any."""
+    pattern = re.escape(PEAK_MEMORY_LINE).replace(re.escape("{:.0f}"), r"(\d+)")
+    peaks = [int(value) for value in re.findall(pattern, log_text)]
+    return max(peaks) if peaks else None

@@ -167,26 +167,37 @@ def markdown(summary, record, machine, budget, bleu_levels=(), timed=False):
     return "\n".join(lines) + "\n"
 
 
+def _per_run_table(runs, title, run_cell):
+    """A table of one cell per arm (rows) and seed (columns), ``run_cell(run)``, "-" where the seed has no run."""
+    seeds = sorted({run["seed"] for run in runs})
+    lines = ["", title, "", "| arm | " + " | ".join(f"seed {seed}" for seed in seeds) + " |",
+             "|---|" + "---|" * len(seeds)]
+    by_key = {(run["arm"], run["seed"]): run for run in runs}
+    for arm in in_table_order(run["arm"] for run in runs):
+        lines.append(_row(arm, ["-" if (arm, seed) not in by_key else run_cell(by_key[(arm, seed)])
+                                for seed in seeds]))
+    return "\n".join(lines) + "\n"
+
+
 def test_checkpoint_table(runs):
     """Per arm and seed, the update count of the checkpoint whose test BLEU the run reports, and whether it is the
     best validation's (``figures.best_checkpoint_tested``; the others' test BLEU is left out of every figure)."""
-    seeds = sorted({run["seed"] for run in runs})
-    lines = ["", "The checkpoint each run was tested on (update count; \"best\": its best validation BLEU's; "
-             "\"not the best\": an epoch end's, so its test BLEU is left out):", "",
-             "| arm | " + " | ".join(f"seed {seed}" for seed in seeds) + " |", "|---|" + "---|" * len(seeds)]
-    by_key = {(run["arm"], run["seed"]): run for run in runs}
-    for arm in in_table_order(run["arm"] for run in runs):
-        cells = []
-        for seed in seeds:
-            run = by_key.get((arm, seed))
-            if run is None:
-                cells.append("-")
-                continue
-            where = run.get("test_checkpoint_updates")
-            where = "an epoch end" if where is None else str(where)
-            cells.append(f"{where}, {'best' if best_checkpoint_tested(run) else 'not the best'}")
-        lines.append(_row(arm, cells))
-    return "\n".join(lines) + "\n"
+    def where(run):
+        updates = run.get("test_checkpoint_updates")
+        return (f"{'an epoch end' if updates is None else updates}, "
+                f"{'best' if best_checkpoint_tested(run) else 'not the best'}")
+
+    return _per_run_table(runs, "The checkpoint each run was tested on (update count; \"best\": its best validation "
+                          "BLEU's; \"not the best\": an epoch end's, so its test BLEU is left out):", where)
+
+
+def peak_memory_table(runs):
+    """Per arm and seed, the training process' peak resident memory (the largest over a resumed run's processes)."""
+    def peak(run):
+        return "not recorded" if run.get("peak_resident_mb") is None else f"{run['peak_resident_mb']:,}"
+
+    return _per_run_table(runs, "Peak resident memory of each run's training process, MB (the largest over its "
+                          "resumptions; not recorded before 2026-12-04):", peak)
 
 
 MAX_UPDATE_COLUMNS = 10

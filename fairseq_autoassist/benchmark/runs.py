@@ -14,7 +14,7 @@ import sys
 
 from ..recipes import run_logged, write_synthetic_multi30k
 from .arms import arm_argument, arm_data, arm_spec, in_table_order, reference_scores, training_args
-from .logs import parse_epochs, parse_validations
+from .logs import parse_epochs, parse_peak_memory, parse_validations
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,8 @@ def read_run(arm, seed, run_dir):
             other_tests[other.get("test_set", split.group(1))] = other["bleu"]
     record = {"arm": arm, "seed": seed, "epochs": parse_epochs(log_text), "validations": parse_validations(log_text),
               "test_bleu": test["bleu"], "test_bleu_signature": test["bleu_signature"],
-              "test_checkpoint_updates": test.get("checkpoint_updates"), "other_test_bleu": other_tests}
+              "test_checkpoint_updates": test.get("checkpoint_updates"), "other_test_bleu": other_tests,
+              "peak_resident_mb": parse_peak_memory(log_text)}
     if os.path.isfile(os.path.join(run_dir, REFERENCE_COST)):
         with open(os.path.join(run_dir, REFERENCE_COST)) as f:
             record["reference_cost"] = json.load(f)
