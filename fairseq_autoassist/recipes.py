@@ -208,7 +208,7 @@ def run_logged(command, log_path, echo=False):
                 sys.stdout.write(line)
             log.write(line)
             log.flush()
-            peak_kib = max(filter(None, [peak_kib, _peak_resident_kib(process.pid)]), default=None)
+            peak_kib = _peak_resident_kib(process.pid) or peak_kib  # a high-water mark: the last reading is the peak
         if peak_kib is not None:
             log.write(PEAK_MEMORY_LINE.format(peak_kib / 1024) + "\n")
     return process.wait()
