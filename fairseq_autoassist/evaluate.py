@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 from fairseq_autoassist.errors import AutoAssistConfigError
-from fairseq_autoassist.recipes import PLUGIN_DIR, require_prepared, write_atomically
+from fairseq_autoassist.recipes import PLUGIN_DIR, require_prepared, split_named, write_atomically
 
 logger = logging.getLogger("evaluate_bleu")
 
@@ -27,12 +27,12 @@ class EvaluationError(RuntimeError):
     """Bad input; the message names the file or flag to fix."""
 
 
-def data_languages(data):
+def prepared_info(data):
     try:
         info = require_prepared(data)
     except AutoAssistConfigError as error:
         raise EvaluationError(str(error)) from error
-    return info["source"], info["target"], info.get("test_sets", {"test": "test"})
+    return info
 
 
 def generate(checkpoint, data, split, beam, max_tokens, cpu, src, tgt, lenpen=1.0):
@@ -113,8 +113,9 @@ def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, 
 
     if not os.path.isfile(checkpoint):
         raise EvaluationError(f"--checkpoint {checkpoint} does not exist")
-    src, tgt, test_sets = data_languages(data)
-    split = {name: split for split, name in test_sets.items()}.get(split, split)
+    info = prepared_info(data)
+    src, tgt, test_sets = info["source"], info["target"], info.get("test_sets", {"test": "test"})
+    split = split_named(info, split)
     reference_path = os.path.join(data, "raw", f"{split}.{tgt}")
     if not os.path.isfile(reference_path):
         names = ", ".join(["valid"] + [f"{s} ({name})" for s, name in test_sets.items()])
@@ -157,8 +158,9 @@ def main(argv=None):
     parser.add_argument("--data", default=os.path.join("data-bin", "multi30k.de-en"),
                         help="prepared data-bin folder (default: data-bin/multi30k.de-en)")
     parser.add_argument("--split", default="test",
-                        help="valid, test, or a further test split by its fairseq or Multi30K name (test1 or "
-                        "test_2017_flickr; see test_sets in the folder's prepare.json)")
+                        help="valid, test, or a further test split by its fairseq or its test set's name (test1 or "
+                        "test_2017_flickr; see test_sets in the folder's prepare.json); a fairseq split's name "
+                        "wins over a test set's")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--lenpen", type=float, default=1.0, help="length penalty (WMT14: 0.6)")
     parser.add_argument("--compound-split-bleu", action="store_true",

@@ -150,6 +150,16 @@ def data_languages(data, source=None, target=None):
     return {"source": source or info["source"], "target": target or info["target"]}
 
 
+def split_named(info, name):
+    """The fairseq split that ``name`` means in a folder whose prepare.json is ``info``: ``name`` itself when it is
+    one of the folder's splits (``valid`` or a key of ``test_sets``), else the split of the test set so named. A
+    split wins because a corpus may name its own test sets like fairseq's splits (TVsub's ``test`` is ``test1``)."""
+    test_sets = info.get("test_sets", {"test": "test"})
+    if name == "valid" or name in test_sets:
+        return name
+    return {test_set: split for split, test_set in test_sets.items()}.get(name, name)
+
+
 def write_atomically(path, text):
     """Writes ``text`` to ``path`` so that a kill at any moment leaves the old file or the new one."""
     temporary = f"{path}.tmp"

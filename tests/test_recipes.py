@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from fairseq_autoassist.errors import AutoAssistConfigError
-from fairseq_autoassist.recipes import ARCHITECTURES, TRAINING_MALLOC_ENV, recipe, require_prepared, run_logged
+from fairseq_autoassist.recipes import (ARCHITECTURES, TRAINING_MALLOC_ENV, recipe, require_prepared, run_logged,
+                                        split_named)
 
 from .conftest import ROOT
 
@@ -126,3 +127,14 @@ def test_a_reports_languages_come_from_its_options_or_the_data_folders_manifest(
     assert data_languages(str(tmp_path), "de", None) == {"source": "de", "target": "en"}
     assert data_languages(str(tmp_path / "elsewhere"), "zh", "en") == {"source": "zh", "target": "en"}
 
+
+
+def test_split_named_prefers_the_folders_splits_over_test_set_names():
+    # TVsub's preparation: the in-domain split is "test", the corpus' own test and tuning sets are named "test" and
+    # "valid" but stored as test1 and test2.
+    tvsub = {"test_sets": {"test": "tvsub-zh-en", "test1": "test", "test2": "valid"}}
+    assert [split_named(tvsub, name) for name in ("test", "valid", "test1", "test2", "tvsub-zh-en")] == [
+        "test", "valid", "test1", "test2", "test"]
+    multi30k = {"test_sets": {"test": "test_2016_flickr", "test1": "test_2017_flickr"}}
+    assert split_named(multi30k, "test_2017_flickr") == "test1"
+    assert split_named({}, "test") == "test"

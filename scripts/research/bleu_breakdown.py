@@ -29,7 +29,7 @@ from fairseq_autoassist.benchmark.report import bucket_labels
 from fairseq_autoassist.benchmark.runs import finished_run_dirs
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.raw_corpus import PreparationError, exit_code
-from fairseq_autoassist.recipes import require_prepared, write_report
+from fairseq_autoassist.recipes import require_prepared, split_named, write_report
 
 logger = logging.getLogger("bleu_breakdown")
 
@@ -184,7 +184,7 @@ def report(data, bench, out, split="test", arms=(), length_edges=None, frequency
         info = require_prepared(data)
     except AutoAssistConfigError as error:
         raise PreparationError(str(error)) from error
-    split = {name: key for key, name in info.get("test_sets", {}).items()}.get(split, split)
+    split = split_named(info, split)
     reference_path = os.path.join(data, "raw", f"{split}.{info['target']}")
     if not os.path.isfile(reference_path):
         raise PreparationError(f"{reference_path} is missing; --split must name a split of {data}/raw")
