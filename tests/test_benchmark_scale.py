@@ -63,7 +63,8 @@ def test_measures_both_tasks_on_a_small_corpus(tmp_path):
                 "chunk_selection_seconds", "assistant_update_ms", "pair_features_startup_seconds"):
         assert np.isfinite(row[key]), key
     assert row["startup_stock_seconds"] > 0 and row["assistant_update_ms"] > 0
-    assert row["pair_features_startup_seconds"] > 0  # a task that computed no pair features would be as fast
+    # Timing differences on 3,000 pairs are noise (-0.07 s once): the pair features' columns show they were computed.
+    assert row["pair_feature_columns"] > 0
     assert "pair features' own start-up" in (tmp_path / "out" / "scale.md").read_text()
 
 

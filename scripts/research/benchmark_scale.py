@@ -143,6 +143,8 @@ def measure(data, policy, max_tokens, chunks, pair_features=False, src=SRC, tgt=
     indices = dataset.ordered_indices()
     data_utils.batch_by_size(indices, dataset.num_tokens, max_tokens=max_tokens)
     figures["batch_by_size_seconds"] = time.perf_counter() - started
+    if pair_features:  # what shows that the start-up measured computed them (its extra seconds can be noise)
+        figures["pair_feature_columns"] = int(task.runtime.worker.assistant.pair_weights.size)
     if policy is None or pair_features:
         return figures
 
@@ -215,7 +217,8 @@ def compare(stock, autoassist, with_pair_features=None):
         extra = with_pair_features["startup_seconds"] - autoassist["startup_seconds"]
         row.update(pair_features_startup_seconds=extra, pair_features_seconds_per_million=extra / pairs * 1e6,
                    pair_features_bytes_per_pair=(with_pair_features["anon_after_startup"]
-                                                 - autoassist["anon_after_startup"]) / pairs)
+                                                 - autoassist["anon_after_startup"]) / pairs,
+                   pair_feature_columns=with_pair_features["pair_feature_columns"])
     return row
 
 
