@@ -47,7 +47,7 @@ def test_per_pair_goals_are_judged_by_the_slope_not_the_fixed_cost():
         {"pairs": 10**6, "startup_seconds": 3.0, "anon_after_startup": 36e6, "file_after_startup": 0, "rss_peak": 0,
          "batch_by_size_seconds": 1.0, "selecting_epoch_plan_seconds": 1.0, "chunk_selection_seconds": 0.01,
          "assistant_update_seconds": 0.001, "assistant_scoring_seconds": 0.1},
-        {"startup_seconds": 8.0, "anon_after_startup": 48e6})
+        {"startup_seconds": 8.0, "anon_after_startup": 48e6, "pair_feature_columns": 3})
     assert with_pairs["pair_features_seconds_per_million"] == pytest.approx(5.0)
     assert with_pairs["pair_features_bytes_per_pair"] == pytest.approx(12.0)
 
