@@ -18,7 +18,8 @@ import subprocess
 import sys
 
 from fairseq_autoassist.errors import AutoAssistConfigError
-from fairseq_autoassist.recipes import PLUGIN_DIR, require_prepared, split_named, write_atomically
+from fairseq_autoassist.recipes import (PLUGIN_DIR, prepared_test_sets, require_prepared, split_named,
+                                        write_atomically)
 
 logger = logging.getLogger("evaluate_bleu")
 
@@ -114,7 +115,7 @@ def evaluate(checkpoint, data, split="test", beam=5, max_tokens=8000, cpu=None, 
     if not os.path.isfile(checkpoint):
         raise EvaluationError(f"--checkpoint {checkpoint} does not exist")
     info = prepared_info(data)
-    src, tgt, test_sets = info["source"], info["target"], info.get("test_sets", {"test": "test"})
+    src, tgt, test_sets = info["source"], info["target"], prepared_test_sets(info)
     split = split_named(info, split)
     reference_path = os.path.join(data, "raw", f"{split}.{tgt}")
     if not os.path.isfile(reference_path):

@@ -150,11 +150,17 @@ def data_languages(data, source=None, target=None):
     return {"source": source or info["source"], "target": target or info["target"]}
 
 
+def prepared_test_sets(info):
+    """``{fairseq split: test set name}`` of a folder whose prepare.json is ``info`` (a folder that records none has
+    one test split, ``test``)."""
+    return info.get("test_sets", {"test": "test"})
+
+
 def split_named(info, name):
     """The fairseq split that ``name`` means in a folder whose prepare.json is ``info``: ``name`` itself when it is
     one of the folder's splits (``valid`` or a key of ``test_sets``), else the split of the test set so named. A
     split wins because a corpus may name its own test sets like fairseq's splits (TVsub's ``test`` is ``test1``)."""
-    test_sets = info.get("test_sets", {"test": "test"})
+    test_sets = prepared_test_sets(info)
     if name == "valid" or name in test_sets:
         return name
     return {test_set: split for split, test_set in test_sets.items()}.get(name, name)

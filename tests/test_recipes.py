@@ -128,7 +128,6 @@ def test_a_reports_languages_come_from_its_options_or_the_data_folders_manifest(
     assert data_languages(str(tmp_path / "elsewhere"), "zh", "en") == {"source": "zh", "target": "en"}
 
 
-
 def test_split_named_prefers_the_folders_splits_over_test_set_names():
     # TVsub's preparation: the in-domain split is "test", the corpus' own test and tuning sets are named "test" and
     # "valid" but stored as test1 and test2.
