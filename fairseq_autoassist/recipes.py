@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -164,6 +165,12 @@ def split_named(info, name):
     if name == "valid" or name in test_sets:
         return name
     return {test_set: split for split, test_set in test_sets.items()}.get(name, name)
+
+
+def reported_test_set_name(split, name):
+    """What a report calls the test set ``name`` held in fairseq split ``split``: its own name, unless that reads as
+    a fairseq split (TVsub names its own test and tuning sets ``test`` and ``valid``), then the split's."""
+    return split if name in ("train", "valid") or re.fullmatch(r"test\d*", name) else name
 
 
 def write_atomically(path, text):

@@ -8,7 +8,7 @@ import yaml
 
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.recipes import (ARCHITECTURES, TRAINING_MALLOC_ENV, recipe, require_prepared, run_logged,
-                                        split_named)
+                                        reported_test_set_name, split_named)
 
 from .conftest import ROOT
 
@@ -137,3 +137,10 @@ def test_split_named_prefers_the_folders_splits_over_test_set_names():
     multi30k = {"test_sets": {"test": "test_2016_flickr", "test1": "test_2017_flickr"}}
     assert split_named(multi30k, "test_2017_flickr") == "test1"
     assert split_named({}, "test") == "test"
+
+
+def test_reports_label_a_test_set_named_like_a_split_by_its_split():
+    # A report's column "test BLEU valid" would read as the validation split's.
+    tvsub = {"test": "tvsub-zh-en", "test1": "test", "test2": "valid"}
+    assert [reported_test_set_name(split, name) for split, name in tvsub.items()] == ["tvsub-zh-en", "test1", "test2"]
+    assert reported_test_set_name("test1", "newstest2021") == "newstest2021"

@@ -12,7 +12,7 @@ import re
 import shutil
 import sys
 
-from ..recipes import run_logged, write_synthetic_multi30k
+from ..recipes import run_logged, reported_test_set_name, write_synthetic_multi30k
 from .arms import arm_argument, arm_data, arm_spec, in_table_order, reference_scores, training_args
 from .logs import parse_epochs, parse_peak_memory, parse_validations
 
@@ -103,7 +103,7 @@ def read_run(arm, seed, run_dir):
         if split:
             with open(os.path.join(run_dir, name)) as f:
                 other = json.load(f)
-            other_tests[other.get("test_set", split.group(1))] = other["bleu"]
+            other_tests[reported_test_set_name(split.group(1), other.get("test_set", split.group(1)))] = other["bleu"]
     record = {"arm": arm, "seed": seed, "epochs": parse_epochs(log_text), "validations": parse_validations(log_text),
               "test_bleu": test["bleu"], "test_bleu_signature": test["bleu_signature"],
               "test_checkpoint_updates": test.get("checkpoint_updates"), "other_test_bleu": other_tests,
