@@ -15,8 +15,9 @@ The models train with the project's recipe (``recipes.recipe``, ``--arch``, defa
 ``DATA/reference/RECIPE/``, and the scores go to ``DATA/scores/RECIPE.npy`` (``autoassist-score``'s format: float32
 per pair, NaN where unscored), with ``RECIPE.json`` beside it: the cost, which every benchmark table adds to the
 arm that uses the scores (the target tokens each model trained on, the updates, the training and scoring seconds of
-this machine), and the settings. A kill resumes: a model whose checkpoint reached the budget is not trained again,
-and the scoring resumes where it stopped.
+this machine), and the settings. A kill resumes: each model saves a checkpoint every quarter of its budget and
+resumes from its last one, a model that reached the budget is not trained again, and the scoring resumes where it
+stopped.
 """
 
 import json
@@ -146,13 +147,16 @@ def model_folder(folder, src, tgt):
 
 def train_reference(folder, save_dir, arch, max_update, seed, src, tgt):
     """Trains (or finds trained) a stock model ``src`` -> ``tgt`` on ``folder`` to ``max_update`` updates; returns
-    its checkpoint and cost: the updates and the target tokens it trained on, and its training seconds."""
+    its checkpoint and cost: the updates and the target tokens it trained on, and its training seconds. A checkpoint
+    every quarter of the budget (fairseq validates there too): on a large corpus one budget is often within a
+    single epoch, whose end would be the only checkpoint, so a kill would lose the whole model (an hour on TVsub)."""
     checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
     log_path = os.path.join(save_dir, "train.log")
     args = recipe(folder, save_dir, None, arch=arch, max_update=max_update, max_epoch=0, seed=seed, cpu=True,
                   eval_bleu=False, lr_scheduler="cosine", warmup_updates=reference_warmup(arch, max_update))
     command = [sys.executable, "-m", "fairseq_cli.train", *args, "--source-lang", src, "--target-lang", tgt,
-               "--no-progress-bar", "--no-epoch-checkpoints", "--validate-interval-updates", str(max_update)]
+               "--no-progress-bar", "--no-epoch-checkpoints", "--validate-interval-updates", str(max_update),
+               "--save-interval-updates", str(max(1, max_update // 4)), "--keep-interval-updates", "1"]
     if not _trained_to(log_path, max_update):
         os.makedirs(save_dir, exist_ok=True)
         logger.info("training the reference model on %s for %d updates: %s", folder, max_update, save_dir)

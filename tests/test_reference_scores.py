@@ -2,6 +2,7 @@
 trained model equals the criterion's own, in either direction; a killed run resumes; bad input is one line."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -122,6 +123,10 @@ def test_two_halves_score_every_pair_with_the_model_that_did_not_see_it(prepared
         assert not np.allclose(scores[half == side], np.load(check)[half == side])
     cost = info["cost"]
     assert [model["updates"] for model in info["models"]] == [20, 20]
+    # A checkpoint every quarter of the budget, so a kill loses at most a quarter of a model.
+    log = (tmp_path / "data" / "reference" / "two-halves" / "half0" / "checkpoints-de-en" / "train.log").read_text()
+    saved = {int(updates) for updates in re.findall(r"Saved checkpoint .*?@ (\d+) updates", log)}
+    assert {5, 10, 15, 20} <= saved
     assert cost["target_tokens"] == sum(model["target_tokens"] for model in info["models"]) > 0
     with open(tmp_path / "data" / "scores" / "two-halves.json") as f:
         assert json.load(f)["cost"] == cost
