@@ -154,8 +154,11 @@ def score_split(checkpoint, data, split="train", output=None, max_tokens=8192, d
             "seconds_per_million_pairs": round(seconds / done * 1e6, 1) if done else None,
             "device": device, "max_tokens": max_tokens, "unit": "mean nll per target token (nats), eval mode"}
     write_atomically(output + ".json", json.dumps(info, indent=2))
-    logger.info("scored %d pairs in %.1f s (%s s per million pairs): %s", done, seconds,
-                info["seconds_per_million_pairs"], output)
+    if done:
+        logger.info("scored %d pairs in %.1f s (%s s per million pairs): %s", done, seconds,
+                    info["seconds_per_million_pairs"], output)
+    else:
+        logger.info("nothing left to score: every pair asked for has its score from an earlier run (%s)", output)
     return info
 
 
