@@ -100,7 +100,9 @@ def test_logged_commands_run_with_the_allocator_settings_unless_the_environment_
     show = "import os; print([os.environ.get(k) for k in sorted(%r)])" % sorted(TRAINING_MALLOC_ENV)
     assert run_logged([sys.executable, "-c", show], str(log)) == 0
     expected = {**TRAINING_MALLOC_ENV, "MALLOC_TOP_PAD_": "4096"}
-    assert log.read_text().splitlines()[-2] == str([expected[k] for k in sorted(TRAINING_MALLOC_ENV)])
+    # The command's one output line follows the command line; the peak-memory line after it is written only when
+    # /proc was read while the process lived, which a process this short may not give on a loaded machine.
+    assert log.read_text().splitlines()[1] == str([expected[k] for k in sorted(TRAINING_MALLOC_ENV)])
 
 
 def test_logged_commands_end_their_log_with_their_own_peak_memory_and_keep_their_exit_code(tmp_path):
