@@ -303,6 +303,28 @@ def test_who_decides_is_averaged_over_the_epochs_that_consulted_the_assistant():
     assert "| learnable | 0.40 | 0.85 | 0.60 |" in report.markdown(summary, {"command": "cmd"}, "machine", 30)
 
 
+INNER_LINE = ("2026-12-04 | INFO | train_inner | epoch {epoch:03d}:     17 / 8918 loss=5.7, wpb=1911, "
+              "num_updates={updates}, lr=0.0003, aa_kept=0.74, aa_auc_new=0.89, aa_auc_seen={seen}, aa_own_share=0")
+
+
+def test_an_epoch_mean_made_nan_by_undefined_steps_is_the_mean_of_its_defined_intervals():
+    # The log of a run whose epoch 2 started with too few pairs seen before: the epoch's own mean is NaN.
+    text = "\n".join([
+        TRAIN_LINE.format(epoch=1, wall=10, updates=10, extra=" | aa_auc_new 0.5 | aa_auc_seen nan"),
+        INNER_LINE.format(epoch=2, updates=12, seen="nan"),
+        INNER_LINE.format(epoch=2, updates=14, seen="0.9").replace("aa_auc_new=0.89", "aa_auc_new=0.5"),
+        INNER_LINE.format(epoch=2, updates=16, seen="0.5"),
+        INNER_LINE.format(epoch=2, updates=16, seen="0.7"),  # after a resume, logged again: the last one counts
+        TRAIN_LINE.format(epoch=2, wall=20, updates=20,
+                          extra=" | aa_kept 0.7 | aa_auc_new 0.89 | aa_auc_seen nan | aa_own_share 0"),
+    ])
+    first, second = logs.parse_epochs(text)
+    assert first["assistant_auc_seen"] is None
+    assert second["assistant_auc_seen"] == pytest.approx(0.8)
+    assert second["assistant_auc_new"] == 0.89  # the epoch's own mean where it has one
+    assert second["own_loss_share"] == 0
+
+
 def test_test_bleu_counts_only_where_the_best_validations_checkpoint_was_tested():
     # Recorded before the tested checkpoint was: validated at its epoch ends only, each with its checkpoint.
     base = run("baseline", (100, 4.5, 20), (200, 4.0, 30), test_bleu=31, epochs=[(100, 1e4), (200, 2e4)], tested_at=None)

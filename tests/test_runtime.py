@@ -154,3 +154,17 @@ def test_noise_ids_give_the_kept_share_of_corrupted_and_clean_pairs(tmp_path):
         make_runtime("uniform", autoassist_noise_ids=str(noise))
     with pytest.raises(AutoAssistConfigError, match="--autoassist-noise-ids .* is unreadable"):
         make_runtime("uniform", autoassist_noise_ids=str(tmp_path / "missing.tsv"))
+
+
+def test_an_undefined_metric_weighs_nothing_in_fairseqs_epoch_mean():
+    from fairseq.logging import metrics
+
+    from fairseq_autoassist.tasks.autoassist_translation import log_runtime_metrics
+
+    with metrics.aggregate(new_root=True) as epoch:
+        log_runtime_metrics({"aa_auc_seen": float("nan"), "aa_auc_new": float("nan")})
+        log_runtime_metrics({"aa_auc_seen": 0.8, "aa_auc_new": float("nan")})
+        log_runtime_metrics({"aa_auc_seen": 0.6, "aa_auc_new": float("nan")})
+    values = epoch.get_smoothed_values()
+    assert values["aa_auc_seen"] == pytest.approx(0.7)
+    assert values["aa_auc_new"] != values["aa_auc_new"]  # never defined: NaN, as the README's logs section says

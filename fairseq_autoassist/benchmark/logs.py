@@ -1,5 +1,6 @@
 """The records of a fairseq-train log: its epochs and every validation (no fairseq import)."""
 
+import math
 import re
 
 from ..recipes import PEAK_MEMORY_LINE
@@ -22,10 +23,34 @@ def parse_validations(log_text):
     return [points[updates] for updates in sorted(points)]
 
 
+# The Assistant's figures that are undefined (NaN) in some steps: an AUC while its kind of pair is rare, the share
+# decided by their own loss before a rule decides.
+SOMETIMES_UNDEFINED = ("aa_auc_new", "aa_auc_seen", "aa_own_share")
+
+
+def _defined_interval_means(intervals):
+    """``{name: mean}`` of the defined values of ``SOMETIMES_UNDEFINED`` over one epoch's logged intervals."""
+    means = {}
+    for name in SOMETIMES_UNDEFINED:
+        values = [fields[name] for fields in intervals.values() if name in fields and not math.isnan(fields[name])]
+        if values:
+            means[name] = sum(values) / len(values)
+    return means
+
+
 def parse_epochs(log_text):
-    """Per-epoch records from a fairseq-train log (the last occurrence of each epoch wins)."""
-    epochs = {}
+    """Per-epoch records from a fairseq-train log (the last occurrence of each epoch wins).
+
+    Logs written before 2026-12-05 averaged the steps where an Assistant figure was undefined into its epoch mean,
+    which made that mean NaN; there the mean of the epoch's defined ``train_inner`` intervals stands in."""
+    epochs, intervals = {}, {}
     for line in log_text.splitlines():
+        interval = re.search(r"\| train_inner \| epoch (\d+):.*?num_updates=(\d+),(.*)", line)
+        if interval:
+            fields = {key: float(value) for key, value in re.findall(r"(\w+)=([-\w.]+)", interval.group(3))
+                      if key in SOMETIMES_UNDEFINED}
+            intervals.setdefault(int(interval.group(1)), {})[int(interval.group(2))] = fields
+            continue
         summary = re.search(r"\| train \| epoch (\d+) \|(.*)", line)
         valid = re.search(r"\| valid \| epoch (\d+) \| valid on '\w+' subset \|(.*)", line)
         match = summary or valid
@@ -34,6 +59,9 @@ def parse_epochs(log_text):
         fields = _fields(match.group(2))
         record = epochs.setdefault(int(match.group(1)), {})
         if summary:
+            undefined = [name for name in SOMETIMES_UNDEFINED if f"{name} nan" in match.group(2)]
+            means = _defined_interval_means(intervals.get(int(match.group(1)), {})) if undefined else {}
+            fields.update({name: means[name] for name in undefined if name in means})
             record.update(train_wall=fields.get("train_wall"), num_updates=fields.get("num_updates"),
                           wpb=fields.get("wpb"), kept=fields.get("aa_kept", 1.0),
                           kept_noisy=fields.get("aa_kept_noisy"), kept_clean=fields.get("aa_kept_clean"),

@@ -147,7 +147,9 @@ def markdown(summary, record, machine, budget, bleu_levels=(), timed=False):
         lines += ["", "Who decides, in the epochs where a rule consults the Assistant (mean over them): the share of pairs "
                   "decided by their own latest loss (the rest by the Assistant's prediction), and the Assistant's AUC, "
                   "before it learns from a batch, against the label the Boss's losses then give, on pairs it never "
-                  "learned from and on pairs it learned from in an earlier pass (a pass visits each pair once):", "",
+                  "learned from and on pairs it learned from in an earlier pass (a pass visits each pair once; each AUC "
+                  "follows the last few hundred batches, so a pass without new pairs shows, for its first few hundred "
+                  "updates, the AUC on the previous pass' last new ones):", "",
                   "| arm | decided by their own loss | AUC on pairs never learned from | AUC on pairs from earlier passes |",
                   "|---|---|---|---|"]
         lines += [_row(arm, [cell(summary[arm].get(key)) for key in ("own_loss_share", "assistant_auc_new",

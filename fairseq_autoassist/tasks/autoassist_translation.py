@@ -9,6 +9,7 @@ optional importance weights. The options are declared in the core (``options``).
 
 import functools
 import logging
+import math
 from dataclasses import dataclass
 from typing import List
 
@@ -33,6 +34,14 @@ from ..runtime import AutoAssistRuntime
 from ..selection.policies import POLICIES
 
 logger = logging.getLogger(__name__)
+
+
+def log_runtime_metrics(values):
+    """Logs the runtime's scalars to fairseq's meters. An undefined one (NaN: an AUC while its kind of pair is rare)
+    weighs nothing, so that an epoch's mean is that of the steps where it was defined (one NaN would make the whole
+    mean NaN), and shows NaN only where it was never defined."""
+    for key, value in values.items():
+        metrics.log_scalar(key, value, weight=0 if math.isnan(value) else 1, priority=900, round=3)
 
 
 @dataclass
@@ -217,8 +226,7 @@ class AutoAssistTranslationTask(TranslationTask):
             metrics.log_derived("bleu", lambda meters: 0.0)
         if self.runtime is None or not any("autoassist_steps" in log for log in logging_outputs):
             return
-        for key, value in self.runtime.metrics().items():
-            metrics.log_scalar(key, value, weight=1, priority=900, round=3)
+        log_runtime_metrics(self.runtime.metrics())
 
     # ------------------------------------------------------------ checkpoints
     def get_checkpoint_dict(self):
