@@ -256,6 +256,13 @@ def test_kept_shares_of_corrupted_and_clean_pairs_are_tabulated_after_the_first_
     assert "| learnable | 0.30 | 0.90 |" in report.markdown(summary, {"command": "cmd"}, "machine", 300)
 
 
+def test_a_per_epoch_figure_is_drawn_as_one_step_per_epoch():
+    # Two passes of 100 updates, all pairs then 0.7: the share holds over each pass and drops at its boundary.
+    xs, ys = report.epoch_steps([100, 200], [1.0, 0.7])
+    assert list(zip(xs, ys)) == [(0, 1.0), (100, 1.0), (100, 0.7), (200, 0.7)]
+    assert report.epoch_steps([], []) == ([], [])
+
+
 TRAIN_LINE = ("2026-11-30 | INFO | train | epoch {epoch:03d} | loss 4.1 | wpb 1700 | train_wall {wall} "
               "| num_updates {updates}{extra}")
 

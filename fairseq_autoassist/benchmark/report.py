@@ -274,6 +274,18 @@ def equal_token_table(runs, interval):
     return "\n".join(lines) + "\n"
 
 
+def epoch_steps(xs, ys):
+    """The corners of a per-epoch figure drawn as steps: an epoch's value holds from the previous epoch's end (0
+    for the first) to its own end ``xs[i]``, so a kept share reads as the pass it belongs to, not as a slope
+    between two passes' ends."""
+    step_xs, step_ys, start = [], [], 0
+    for x, y in zip(xs, ys):
+        step_xs += [start, x]
+        step_ys += [y, y]
+        start = x
+    return step_xs, step_ys
+
+
 # (records, x, y, x label, y label, file): every validation (with its target tokens), or per-epoch records.
 PLOTS = (
     ("validations", "updates", "valid_bleu", "updates", "validation BLEU (greedy)", "bleu_vs_updates.png"),
@@ -300,6 +312,8 @@ def plot(runs, out):
             for i, run in enumerate(arm_runs):
                 xs = [row[x_key] for row in run[records]]
                 ys = [row[y_key] if row[y_key] is not None else float("nan") for row in run[records]]
+                if records == "epochs":
+                    xs, ys = epoch_steps(xs, ys)
                 axis.plot(xs, ys, marker="o", markersize=3, label=arm if i == 0 else None,
                           color=colors[arm_index % len(colors)], alpha=0.8,
                           linestyle="--" if arm_spec(arm)["policy"] is None and arm != "baseline" else "-")
