@@ -686,5 +686,13 @@ def test_rescore_merges_recorded_benchmarks_and_the_later_file_wins(tmp_path):
                            "--arms", "baseline", "keep-all-fixed@0.6"]) == 0
     subset = json.loads((tmp_path / "subset" / "results.json").read_text())
     assert [r["arm"] for r in subset["runs"]] == ["baseline", "keep-all-fixed@0.6"]
+    # --seeds tabulates one seed's runs against that seed's own baseline.
+    seeds = recorded("seeds.json", run("baseline", (100, 4.0, 20)), run("keep-all@0.6", (60, 4.5, 10)),
+                     run("baseline", (100, 4.1, 22), seed=2), run("keep-all@0.6", (60, 4.4, 12), seed=2))
+    assert benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "seed2"), "--rescore", seeds,
+                           "--seeds", "2"]) == 0
+    seed2 = json.loads((tmp_path / "seed2" / "results.json").read_text())
+    assert [(r["arm"], r["seed"]) for r in seed2["runs"]] == [("baseline", 2), ("keep-all@0.6", 2)]
+    assert seed2["summary"]["keep-all@0.6"]["best_valid_bleu"]["mean"] == 12
     with pytest.raises(SystemExit):
         benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "out"), "--rescore", str(tmp_path / "none.json")])

@@ -112,7 +112,9 @@ def main(argv=None):
                         help=f"default: the preset's arms; of {', '.join(ARMS)}; ARM@0.7 trains ARM for 0.7 of the "
                         "preset's updates, its schedule ending there; with --rescore or --report, the recorded runs "
                         "to tabulate (default: all)")
-    parser.add_argument("--seeds", nargs="+", type=int, help="override the preset's seeds")
+    parser.add_argument("--seeds", nargs="+", type=int,
+                        help="override the preset's seeds; with --rescore or --report, the recorded seeds to "
+                        "tabulate (default: all), e.g. one seed's ratios against its own frontier")
     parser.add_argument("--validate-interval-updates", type=int,
                         help="validate (and checkpoint) every N updates and tabulate every arm at those counts "
                         "(default: the preset's value; 0: per epoch only)")
@@ -147,6 +149,8 @@ def main(argv=None):
         runs = train_arms(parser, args, preset)
     if args.arms and (args.rescore or args.report):
         runs = [run for run in runs if run["arm"] in args.arms]
+    if args.seeds and (args.rescore or args.report):
+        runs = [run for run in runs if run["seed"] in args.seeds]
     machine = machine or describe_machine()
     time_per_update = read_time_per_update(parser, args.seconds_per_update, [run["arm"] for run in runs])
     summary = derive(runs, preset["max_update"], preset["bleu_levels"], time_per_update)
