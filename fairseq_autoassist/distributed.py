@@ -2,8 +2,8 @@
 
 fairseq gives rank r the global batches r, r + N, ... of one global list, so every rank must
 build the same list. The first rank decides each chunk's selection and broadcasts it; every
-rank's losses are gathered each step so that the Assistant learns from the whole global batch.
-Traffic is proportional to a chunk or a batch, never to the corpus.
+rank's losses are gathered each step (without waiting, see ``loss_handoff``) so that the Assistant
+learns from the whole global batch. Traffic is proportional to a chunk or a batch, never to the corpus.
 
 Calling contract: every function is a collective; all ranks call it at the same point of their
 (identical) sequence of training steps and chunk selections.
@@ -41,19 +41,14 @@ def broadcast_from_first_rank(values, dtype):
     return buffer.cpu().numpy()
 
 
-def all_gather_pairs(ids, values):
-    """Concatenate every rank's ``(ids, values)`` (int64, float32 arrays of equal length)."""
-    device = _device()
-    count = torch.tensor([len(ids)], dtype=torch.long, device=device)
-    counts = [torch.zeros_like(count) for _ in range(world_size())]
-    dist.all_gather(counts, count)
-    counts = [int(c.item()) for c in counts]
-    longest = max(max(counts), 1)
-    gathered = []
-    for array, dtype in ((ids, torch.long), (values, torch.float32)):
-        padded = torch.zeros(longest, dtype=dtype, device=device)
-        padded[: len(array)] = torch.as_tensor(np.asarray(array)).to(device=device, dtype=dtype)
-        parts = [torch.zeros_like(padded) for _ in range(world_size())]
-        dist.all_gather(parts, padded)
-        gathered.append(torch.cat([part[:n] for part, n in zip(parts, counts)]).cpu().numpy())
-    return gathered[0], gathered[1]
+def all_gather_rows(rows, rows_per_rank):
+    """Every rank's ``rows`` (a 2-D float tensor of at most ``rows_per_rank`` rows), padded with NaN rows to
+    ``rows_per_rank`` each and stacked rank by rank, gathered by a collective started without waiting: returns the
+    gathered tensor (on the collective's device) and the work to wait for before reading it."""
+    if len(rows) > rows_per_rank:
+        raise ValueError(f"a batch of {len(rows)} pairs is more than the {rows_per_rank} a rank may send")
+    padded = torch.full((rows_per_rank, rows.shape[1]), float("nan"), dtype=rows.dtype, device=_device())
+    padded[: len(rows)] = rows.to(padded.device, non_blocking=True)
+    gathered = torch.empty((world_size() * rows_per_rank, rows.shape[1]), dtype=rows.dtype, device=padded.device)
+    work = dist.all_gather(list(gathered.split(rows_per_rank)), padded, async_op=True)
+    return gathered, work

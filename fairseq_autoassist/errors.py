@@ -1,4 +1,4 @@
-"""Bad input, reported in one line (no fairseq import)."""
+"""Bad input and a failed Assistant, each reported in one line (no fairseq import)."""
 
 import sys
 
@@ -7,15 +7,26 @@ class AutoAssistConfigError(ValueError):
     """Bad input (an option, a data folder, a checkpoint); the message names what to change."""
 
 
+class AssistantFailedError(RuntimeError):
+    """The Assistant's worker failed or stalled; training stops rather than go on without the policy."""
+
+    def __init__(self, failure):
+        super().__init__(f"{failure}; training stopped (its last checkpoint is intact). Fix the cause and resume, "
+                         "or train without an Assistant with --autoassist-policy keep-all")
+
+
+ONE_LINE_ERRORS = (AutoAssistConfigError, AssistantFailedError)
+
+
 def report_config_errors_in_one_line():
-    """Show an ``AutoAssistConfigError`` that ends the process as one ``error:`` line instead of a
+    """Show an error of ``ONE_LINE_ERRORS`` that ends the process as one ``error:`` line instead of a
     traceback through fairseq. Installed when training or generation sets up the task, never on import."""
     previous = sys.excepthook
     if getattr(previous, "autoassist_one_line", False):
         return
 
     def excepthook(kind, value, traceback):
-        if isinstance(value, AutoAssistConfigError):
+        if isinstance(value, ONE_LINE_ERRORS):
             sys.stderr.write(f"error: {value}\n")
         else:
             previous(kind, value, traceback)

@@ -1,66 +1,113 @@
 """Handing each training step's per-pair losses from the device to the host without stalling it (no fairseq import).
 
 A GPU runs a step's kernels after the host has queued them; a host read of a device tensor (``.cpu()``,
-``.item()``) waits until the device has computed it. Read between the forward and the backward pass, the losses
-make the host wait for the whole forward pass before it can queue the backward, and the device then idles while it
-does. ``LossHandOff`` reads them only after the backward pass has been queued:
+``.item()``) waits until the device has computed it. Read in the step, the losses would make the host wait for the
+forward pass (before the backward) or for the backward pass (after it), and the device then idles while the host
+queues the next step. ``LossHandOff`` never reads them in their own step: ``send`` queues, behind the step's own
+work, the copy of ``(id, keep probability, loss)`` rows into pinned host memory (first gathered from every rank by
+an all-gather started without waiting, when distributed), and delivers them at the next step's ``send``, when the
+device has long finished. Every device and any number of ranks behave alike, so the Assistant and the loss table
+always see a step's losses one step later, and a run selects the same pairs on a CPU as the timing of a GPU allows.
 
-* on the CPU (``defer`` False) at once, in the same step, which changes nothing for selection (the next chunk is
-  selected when the next batch is fetched, after the step);
-* on one GPU (``defer`` True) the losses are copied, without waiting, into pinned host memory behind the step's own
-  work, and delivered at the next step's ``send`` (after that step's backward pass has been queued, when the device
-  has long finished the copy) or at ``flush``: the Assistant sees a step's losses one step later than on the CPU.
-
-Calling contract: ``send(ids, per_token_losses)`` once per training step, after the backward pass has been queued
-(empty arrays for a dummy batch); ``flush()`` before the selection state is saved, so that a checkpoint holds every
-step's losses and a resumed run continues as the uninterrupted one does.
+Calling contract: ``send(ids, keep_prob, per_token_losses)`` once per training step after the backward pass has been
+queued, on every rank in the same step (empty arrays for a dummy batch); ``pending_state()`` for a checkpoint (the
+undelivered step, kept pending: a resumed run delivers it at its first step, as the uninterrupted run does);
+``flush()`` delivers it when nothing follows (the end of training).
 """
 
 import numpy as np
 import torch
 
+from . import distributed
+
+COLUMNS = 3  # pair id, keep probability, per-token loss: float64 keeps ids exact up to 2 ** 53
+
 
 class LossHandOff:
-    """``deliver(ids, per_token_losses)`` (host arrays, non-finite losses dropped) for every step's losses."""
+    """``deliver(ids, keep_prob, per_token_losses)`` (host arrays, every rank's pairs, non-finite losses dropped).
 
-    def __init__(self, deliver, defer):
+    ``rows_per_rank``: when distributed, the most pairs one rank's batch can hold (each rank sends that many rows,
+    so that the gather needs no step of its own to agree on sizes); unused in a single process.
+    """
+
+    def __init__(self, deliver, rows_per_rank=None):
         self.deliver = deliver
-        self.defer = defer
+        self.rows_per_rank = rows_per_rank
         self.pending = None
 
-    def send(self, ids, per_token_losses):
-        """``ids``: the step's pair ids (host array); ``per_token_losses``: their losses (a tensor on any device)."""
+    def send(self, ids, keep_prob, per_token_losses):
+        """``ids`` and ``keep_prob``: the step's pairs (host arrays); ``per_token_losses``: a tensor on any device."""
         self.flush()
-        if not self.defer:
-            self._deliver(ids, per_token_losses.detach().float().cpu().numpy())
-            return
-        on_gpu = per_token_losses.is_cuda
-        host = torch.empty(per_token_losses.shape, dtype=torch.float32, pin_memory=on_gpu)
-        host.copy_(per_token_losses.detach(), non_blocking=True)
-        copied = None
-        if on_gpu:
-            copied = torch.cuda.Event()
-            copied.record()
-        self.pending = (ids, host, copied)
+        rows = _rows_on_device(ids, keep_prob, per_token_losses)
+        work = None
+        if distributed.world_size() > 1:
+            rows, work = distributed.all_gather_rows(rows, self.rows_per_rank)
+        self.pending = _HostCopy(rows, work)
 
     def flush(self):
-        """Deliver the pending step's losses, waiting for their copy if it has not finished."""
+        """Delivers the pending step's losses, waiting for their copy if it has not finished."""
         if self.pending is None:
             return
-        ids, host, copied = self.pending
+        rows = self.pending.read()
         self.pending = None
-        if copied is not None:
-            copied.synchronize()
-        self._deliver(ids, host.numpy())
+        finite = np.isfinite(rows[:, 2])
+        rows = rows[finite]
+        self.deliver(rows[:, 0].astype(np.int64), rows[:, 1].astype(np.float32), rows[:, 2].astype(np.float32))
 
-    def _deliver(self, ids, per_token_losses):
-        finite = np.isfinite(per_token_losses)
-        self.deliver(np.asarray(ids)[finite], per_token_losses[finite])
+    def pending_state(self):
+        """The undelivered step's rows (a tensor; None if there is none), left pending."""
+        if self.pending is None:
+            return None
+        rows = self.pending.read()
+        self.pending = _HostCopy.of(rows)
+        return torch.from_numpy(rows.copy())
+
+    def load_pending_state(self, rows):
+        self.pending = None if rows is None else _HostCopy.of(np.asarray(rows, dtype=np.float64))
 
 
-def to_device_without_waiting(array, like):
-    """``array`` (host) as a float32 tensor on ``like``'s device: from pinned memory without waiting on a GPU."""
-    tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+class _HostCopy:
+    """Rows on their way to host memory: the copy (and the gather before it) is queued, never waited for here."""
+
+    def __init__(self, rows, work=None):
+        self.work = work
+        if rows.is_cuda:
+            if work is not None:
+                # On the GPU this orders the copy after the collective on the device; the host does not wait.
+                work.wait()
+                self.work = None
+            self.host = torch.empty(rows.shape, dtype=rows.dtype, pin_memory=True)
+            self.host.copy_(rows, non_blocking=True)
+            self.copied = torch.cuda.Event()
+            self.copied.record()
+        else:
+            self.host, self.copied = rows, None
+
+    @classmethod
+    def of(cls, rows):
+        return cls(torch.from_numpy(rows))
+
+    def read(self):
+        if self.work is not None:
+            self.work.wait()
+        if self.copied is not None:
+            self.copied.synchronize()
+        return self.host.numpy().reshape(-1, COLUMNS).copy()
+
+
+def _rows_on_device(ids, keep_prob, per_token_losses):
+    """``(id, keep probability, loss)`` rows as float64 on the losses' device, from host ids without waiting."""
+    losses = per_token_losses.detach()
+    rows = torch.empty((len(ids), COLUMNS), dtype=torch.float64, device=losses.device)
+    rows[:, :2] = to_device_without_waiting(np.stack([np.asarray(ids), np.asarray(keep_prob)], axis=1), losses,
+                                            dtype=np.float64)
+    rows[:, 2] = losses
+    return rows
+
+
+def to_device_without_waiting(array, like, dtype=np.float32):
+    """``array`` (host) as a ``dtype`` tensor on ``like``'s device: from pinned memory without waiting on a GPU."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=dtype))
     if not like.is_cuda:
         return tensor
     return tensor.pin_memory().to(like.device, non_blocking=True)

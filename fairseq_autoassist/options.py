@@ -40,10 +40,17 @@ class RuntimeOptions:
         "source and then target length, as the stock task batches); see fairseq_autoassist/data/packing.py",
         choices=lambda: PACKINGS)
     sync: bool = option(
-        False, "update the Assistant in the training thread (deterministic, for tests and debugging) instead "
-        "of a background worker")
+        False, "update the Assistant in the training thread instead of a background worker (for debugging: it "
+        "selects exactly as the worker does, see --autoassist-assistant-lag)")
+    assistant_lag: int = option(
+        8, "a selection scores with the Assistant as it was after learning from the training steps up to the last "
+        "multiple of this many steps that lies at least this many steps back (so between N and 2N - 1 steps old), "
+        "whatever the background worker's speed: two runs of one seed, and a resumed run, select the same pairs; "
+        "training waits only while the worker is further behind (aa_waits)",
+        minimum=1)
     queue_size: int = option(
-        64, "pending loss batches the background worker holds; when full the oldest is dropped (and counted)",
+        64, "training steps' losses the background worker holds before it has learned from them; when full, "
+        "training waits for it (aa_waits) instead of dropping any",
         minimum=1)
     digest_file: Optional[str] = option(
         None, "diagnostic: append 'epoch, batches, SHA-1 of the epoch's batches' to FILE.rankR after each "

@@ -35,7 +35,7 @@ from .worker import AsyncAssistantWorker, SyncAssistantWorker
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_VERSION = 3
+CHECKPOINT_VERSION = 4
 
 
 def read_flagged_pairs(path, num_pairs):
@@ -55,18 +55,19 @@ def read_flagged_pairs(path, num_pairs):
 
 def feed_back(policy, ids, per_token_losses, keep_prob, loss_table=None, worker=None, loss_log=None):
     """One step's per-token losses of the kept pairs, with the probability each was kept with, to the
-    consumers a policy has (``scripts/research/replay_selection.py`` replays a loss log through this too)."""
-    for consumer in (loss_table, loss_log):
-        if consumer is not None:
-            consumer.submit(ids, per_token_losses, keep_prob)
+    consumers a policy has (``scripts/research/replay_selection.py`` replays a loss log through this too).
+    Called once per training step: the worker counts steps by its calls, so an empty step still reaches it."""
+    if len(ids):
+        for consumer in (loss_table, loss_log):
+            if consumer is not None:
+                consumer.submit(ids, per_token_losses, keep_prob)
     if worker is None:
         return
     if policy.learns_table_labels:
         # A label may need two visits (learning progress): the Assistant learns from the pairs that have one.
         labels = loss_table.labels(ids)
         labelled = np.isfinite(labels)
-        if labelled.any():
-            worker.submit(ids[labelled], per_token_losses[labelled], keep_prob[labelled], labels[labelled])
+        worker.submit(ids[labelled], per_token_losses[labelled], keep_prob[labelled], labels[labelled])
     else:
         worker.submit(ids, per_token_losses, keep_prob)
 
@@ -118,12 +119,14 @@ class AutoAssistRuntime:
         )
         self.corpus_mean_target_length = float(np.mean(target_sizes[candidates]))
         self.selection_cpu_seconds = 0.0
+        self.steps = 0
 
     def _build_worker(self, cfg, features):
         assistant = Assistant(features, build(AssistantConfig, cfg))
+        lag = self.runtime_options.assistant_lag
         if self.runtime_options.sync:
-            return SyncAssistantWorker(assistant)
-        return AsyncAssistantWorker(assistant, queue_size=self.runtime_options.queue_size)
+            return SyncAssistantWorker(assistant, lag)
+        return AsyncAssistantWorker(assistant, lag, queue_size=self.runtime_options.queue_size)
 
     # ------------------------------------------------------------ selection
     def _select_on_every_rank(self, indices, epoch, pass_index, chunk):
@@ -153,34 +156,32 @@ class AutoAssistRuntime:
                 f.write(f"{epoch}\t{num_batches}\t{digest}\n")
 
     # ------------------------------------------------------------ training steps
-    def set_num_updates(self, num_updates):
-        """Keeps update-based schedules (annealing, InfoBatch's delta, SPL's pace) current."""
+    def begin_step(self, num_updates):
+        """Called at the start of every training step (each of --update-freq batches, dummy batches too): keeps
+        update-based schedules (annealing, InfoBatch's delta, SPL's pace) current and counts the steps by which
+        a selection picks the Assistant's snapshot."""
+        self.steps += 1
         self.selector.num_updates = num_updates
+        self.selector.steps = self.steps
 
     @property
     def weighted(self):
         """Whether kept pairs' losses carry importance weights (``loss_weights``)."""
         return self.selector.options.weighted
 
-    def loss_weights(self, ids, target_lengths):
+    def loss_weights(self, keep_prob, target_lengths):
         """Per-pair loss weights of a batch: importance weights, see ``batch_importance_weights``."""
-        return batch_importance_weights(self.stream.pair_keep_prob[ids], target_lengths)
+        return batch_importance_weights(keep_prob, target_lengths)
 
     @property
     def wants_losses(self):
         return any(consumer is not None for consumer in (self.worker, self.loss_table, self.loss_log))
 
-    def report_losses(self, ids, per_token_losses):
-        """A step's per-token losses (every rank's, when distributed) to the Assistant, the loss table
-        and the loss log, with the probability each pair was kept with. A collective when distributed:
-        every rank calls it once per step, a dummy batch with empty arrays."""
-        if distributed.world_size() > 1:
-            ids, per_token_losses = distributed.all_gather_pairs(ids, per_token_losses)
-        if not len(ids):
-            return
-        # Every rank iterates the whole global batch list, so each holds every pair's probability.
-        feed_back(self.policy, ids, per_token_losses, self.stream.pair_keep_prob[ids], self.loss_table, self.worker,
-                  self.loss_log)
+    def report_losses(self, ids, keep_prob, per_token_losses):
+        """A step's per-token losses (every rank's, when distributed: ``loss_handoff`` gathers them) with the
+        probability each pair was kept with, to the Assistant, the loss table and the loss log. Called once per
+        step, a dummy batch with empty arrays."""
+        feed_back(self.policy, ids, per_token_losses, keep_prob, self.loss_table, self.worker, self.loss_log)
 
     # ------------------------------------------------------------ logs
     def metrics(self):
@@ -210,8 +211,8 @@ class AutoAssistRuntime:
                 "aa_auc_seen": w["auc_seen"],
                 "aa_own_share": self.selector.own_loss_share,
                 "aa_loss_mean": w["loss_mean"],
-                "aa_dropped": w["dropped"],
-                "aa_healthy": float(w["healthy"]),
+                "aa_waits": w["waits"],
+                "aa_wait_s": w["wait_seconds"],
                 "aa_cpu_assistant": w["cpu_seconds"],
             })
         return out
@@ -222,6 +223,7 @@ class AutoAssistRuntime:
             "version": CHECKPOINT_VERSION,
             "policy": self.policy.name,
             "stream": self.stream.state_dict(consumed_global_batches),
+            "steps": self.steps,
         }
         if self.worker is not None:
             state["assistant"] = self.worker.state_dict()
@@ -237,6 +239,7 @@ class AutoAssistRuntime:
         if problem is None:
             try:
                 self.stream.load_state_dict(state["stream"])
+                self.steps = self.selector.steps = int(state["steps"])
                 if self.worker is not None:
                     self.worker.load_state_dict(state["assistant"])
                 if self.loss_table is not None:

@@ -1,22 +1,28 @@
 """Feeding the Boss's losses to the Assistant: a background worker and its synchronous twin.
 
+Selection must not depend on how fast the Assistant learns, or two runs of one seed (and a resumed run) would
+train different pairs. Both workers therefore score with **snapshots** taken at fixed points of the feedback:
+after every ``lag`` training steps' feedback the Assistant's parameters are copied, and a selection made after
+training step ``t`` scores with the snapshot at ``lag * (t // lag - 1)`` steps (between ``lag`` and ``2 * lag - 1``
+steps old; the untrained Assistant before that). The background worker is normally that far ahead of any need;
+the training thread waits only where it is not (``waits``, ``wait_seconds``), and a full queue makes ``submit``
+wait instead of dropping feedback. The synchronous worker learns in the caller's thread and selects exactly alike.
+
 Calling contract (both classes):
 
-* ``submit(ids, per_token_losses, keep_prob=None, labels=None)`` from the training loop after each
-  Boss step, with the probability each pair was kept with and optional labels (see
-  ``Assistant.update``); never blocks
-  for longer than a queue append. The async worker keeps at most ``queue_size`` pending batches;
-  when full, the oldest pending batch is dropped and counted in ``dropped``.
-* ``predict(ids)`` scores pairs with a consistent snapshot of the Assistant's parameters (the
-  update lock is held only while the O(vocabulary) parameters are copied).
-* ``stats()`` returns plain scalars for logging, among them ``cpu_seconds``: the CPU time spent in
-  the Assistant's updates (measured per thread, so machine noise and the Boss's threads do not count).
-* ``state_dict()`` / ``load_state_dict()`` checkpoint the Assistant; the async worker first
-  drains its queue so that a saved state holds every loss reported before the save.
+* ``submit(ids, per_token_losses, keep_prob=None, labels=None)`` exactly once per training step, in step order,
+  with empty arrays for a step without feedback (a dummy batch): the snapshots count steps by these calls.
+* ``snapshot(step)`` from the training thread when it selects after ``step`` training steps (``step`` never
+  decreases); ``predict(ids, step)`` scores with it.
+* ``stats()`` returns plain scalars for logging, among them ``cpu_seconds``: the CPU time spent in the
+  Assistant's updates (per thread, so machine noise and the Boss's threads do not count).
+* ``state_dict()`` / ``load_state_dict()`` checkpoint the Assistant, the number of steps learned from and the
+  snapshots a later selection still needs; the background worker first learns from everything submitted.
 
-If the async worker's thread dies, or stalls (no update finished while ``STALL_DROPS`` times
-the queue size of feedback batches were dropped), training goes on: ``healthy`` turns False, a
-warning is logged once, and callers fall back to keeping every pair.
+If the Assistant's update raises, or makes no progress for ``STALL_SECONDS`` while the training thread waits for
+it, the next ``submit``, ``snapshot`` or ``state_dict`` raises ``AssistantFailedError``: the run stops with one
+line naming the failure, and its last checkpoint is intact (a run is never reported under a policy whose
+Assistant did not work).
 """
 
 import collections
@@ -27,42 +33,86 @@ import time
 
 import numpy as np
 
+from .errors import AssistantFailedError
+
 logger = logging.getLogger(__name__)
 
-STALL_DROPS = 10
+# How long the training thread waits for an Assistant update that makes no progress before it stops the run.
+STALL_SECONDS = 600.0
+
+
+def snapshot_step(step, lag):
+    """The feedback step whose snapshot a selection after ``step`` training steps scores with."""
+    return max(0, lag * (step // lag - 1))
 
 
 class SyncAssistantWorker:
-    """Updates the Assistant in the caller's thread: deterministic, for tests and debugging."""
+    """Updates the Assistant in the caller's thread (no thread at all; for tests and debugging)."""
 
-    def __init__(self, assistant):
+    def __init__(self, assistant, lag):
+        if lag < 1:
+            raise ValueError(f"the snapshot lag must be at least one step, not {lag}")
         self.assistant = assistant
-        self.dropped = 0
-        self.healthy = True
+        self.lag = int(lag)
+        self.learned_steps = 0
         self.cpu_seconds = 0.0
+        self.waits = 0
+        self.wait_seconds = 0.0
+        self._snapshots = {0: _snapshot(assistant)}
+        # The update lock is held while the Assistant learns; the snapshot lock only while the dict changes.
+        self._update_lock = threading.Lock()
+        self._snapshot_lock = threading.Lock()
+        self._failure = None
 
     def submit(self, ids, per_token_losses, keep_prob=None, labels=None):
-        self._timed_update(ids, per_token_losses, keep_prob, labels)
+        self._raise_if_failed()
+        self._learn((ids, per_token_losses, keep_prob, labels))
 
-    def _timed_update(self, *feedback):
-        started = time.thread_time()
-        self.assistant.update(*feedback)
-        self.cpu_seconds += time.thread_time() - started
+    def _learn(self, feedback):
+        """Learns one step's feedback and takes the snapshot that ends at it, if one does."""
+        with self._update_lock:
+            if len(feedback[0]):
+                started = time.thread_time()
+                self.assistant.update(*feedback)
+                self.cpu_seconds += time.thread_time() - started
+            if (self.learned_steps + 1) % self.lag == 0:
+                snapshot = _snapshot(self.assistant)
+                with self._snapshot_lock:
+                    self._snapshots[self.learned_steps + 1] = snapshot
+            self.learned_steps += 1
 
-    def snapshot(self):
-        return self.assistant
+    def _wait_until_learned(self, steps):
+        """Returns once the feedback of ``steps`` steps is learned; here it is learned when submitted."""
+        if self.learned_steps < steps:
+            raise RuntimeError(f"the Assistant of step {steps} was asked for after {self.learned_steps} steps' "
+                               "feedback: submit once per training step")
 
-    def predict(self, ids):
-        return self.snapshot().predict(ids)
+    def snapshot(self, step):
+        self._raise_if_failed()
+        wanted = snapshot_step(step, self.lag)
+        self._wait_until_learned(wanted)
+        self._raise_if_failed()
+        with self._snapshot_lock:
+            for stale in [s for s in self._snapshots if s < wanted]:
+                del self._snapshots[stale]
+            return self._snapshots[wanted]
+
+    def predict(self, ids, step):
+        return self.snapshot(step).predict(ids)
 
     def drain(self):
-        pass
+        """Returns once every submitted step is learned."""
+        self._raise_if_failed()
 
     def close(self):
         """Nothing runs beside training; here so that tools may close either worker alike."""
 
+    def _raise_if_failed(self):
+        if self._failure is not None:
+            raise AssistantFailedError(self._failure)
+
     def stats(self):
-        # Plain scalar reads without the update lock: a stalled update must not block logging.
+        # Plain scalar reads without the update lock: a slow update must not block logging.
         a = self.assistant
         return {
             "accuracy": a.accuracy,
@@ -72,51 +122,86 @@ class SyncAssistantWorker:
             "auc_new": a.quality.auc(seen=False),
             "auc_seen": a.quality.auc(seen=True),
             "updates": a.num_updates,
-            "dropped": self.dropped,
-            "healthy": self.healthy,
+            "waits": self.waits,
+            "wait_seconds": self.wait_seconds,
             "cpu_seconds": self.cpu_seconds,
         }
 
     def state_dict(self):
         self.drain()
-        return self.assistant.state_dict()
+        with self._update_lock, self._snapshot_lock:
+            return {
+                "assistant": self.assistant.state_dict(),
+                "learned_steps": self.learned_steps,
+                "snapshots": {step: snapshot.state_dict(with_quality=False)
+                              for step, snapshot in self._snapshots.items()},
+            }
 
     def load_state_dict(self, state):
         self.drain()
-        self.assistant.load_state_dict(state)
+        with self._update_lock, self._snapshot_lock:
+            self.assistant.load_state_dict(state["assistant"])
+            self.learned_steps = int(state["learned_steps"])
+            self._snapshots = {}
+            for step, saved in state["snapshots"].items():
+                snapshot = _snapshot(self.assistant)
+                snapshot.load_state_dict(saved)
+                self._snapshots[int(step)] = snapshot
 
 
 class AsyncAssistantWorker(SyncAssistantWorker):
-    """Updates the Assistant in a daemon thread fed by a bounded drop-oldest queue."""
+    """Updates the Assistant in a daemon thread fed by a bounded queue (``submit`` waits while it is full)."""
 
-    def __init__(self, assistant, queue_size=64):
-        super().__init__(assistant)
+    def __init__(self, assistant, lag, queue_size=64):
+        super().__init__(assistant, lag)
         self._pending = collections.deque()
         self._queue_size = int(queue_size)
         self._cond = threading.Condition()
-        self._update_lock = threading.Lock()
         self._busy = False
         self._closed = False
-        self._failure_logged = False
-        self._drops_since_progress = 0
         self._thread = threading.Thread(target=self._run, name="autoassist-assistant", daemon=True)
         self._thread.start()
 
     def submit(self, ids, per_token_losses, keep_prob=None, labels=None):
-        if not self.healthy:
-            return
         with self._cond:
-            if len(self._pending) >= self._queue_size:
-                self._pending.popleft()
-                self.dropped += 1
-                self._drops_since_progress += 1
+            self._wait_for(lambda: len(self._pending) < self._queue_size, "a place in its queue")
             self._pending.append((np.asarray(ids), np.asarray(per_token_losses),
                                   None if keep_prob is None else np.asarray(keep_prob),
                                   None if labels is None else np.asarray(labels)))
-            self._cond.notify()
-            stalled = self._drops_since_progress > STALL_DROPS * self._queue_size
-        if stalled:
-            self._mark_failed("stalled")
+            self._cond.notify_all()
+
+    def _wait_until_learned(self, steps):
+        with self._cond:
+            self._wait_for(lambda: self.learned_steps >= steps, f"the Assistant of step {steps}")
+
+    def drain(self):
+        with self._cond:
+            self._wait_for(lambda: not self._pending and not self._busy, "every submitted step to be learned")
+
+    def _wait_for(self, ready, what):
+        """Waits (holding ``self._cond``) until ``ready()``, counting the wait; raises if the worker failed or
+        stalled."""
+        self._raise_if_failed()
+        if ready():
+            return
+        self.waits += 1
+        started = time.monotonic()
+        progress = self.learned_steps
+        deadline = started + STALL_SECONDS
+        while not ready():
+            self._raise_if_failed()
+            if self.learned_steps != progress:
+                progress, deadline = self.learned_steps, time.monotonic() + STALL_SECONDS
+            elif time.monotonic() > deadline:
+                self._failure = (f"the Assistant worker made no progress in {STALL_SECONDS:g} s while training "
+                                 f"waited for {what} (learned {self.learned_steps} steps)")
+                break
+            elif not self._thread.is_alive():
+                self._failure = "the Assistant worker's thread ended"
+                break
+            self._cond.wait(timeout=min(1.0, STALL_SECONDS))
+        self.wait_seconds += time.monotonic() - started
+        self._raise_if_failed()
 
     def _run(self):
         try:
@@ -124,47 +209,21 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                 with self._cond:
                     while not self._pending and not self._closed:
                         self._cond.wait()
-                    if self._closed and not self._pending:
+                    if not self._pending:
                         return
                     feedback = self._pending.popleft()
                     self._busy = True
-                with self._update_lock:
-                    self._timed_update(*feedback)
+                self._learn(feedback)
                 with self._cond:
                     self._busy = False
-                    self._drops_since_progress = 0
                     self._cond.notify_all()
-        except Exception:
+        except Exception as error:
             logger.exception("AutoAssist: the Assistant worker failed")
-            self._mark_failed("failed")
-
-    def _mark_failed(self, reason):
-        with self._cond:
-            self.healthy = False
-            self._busy = False
-            self._pending.clear()
-            self._cond.notify_all()
-        if not self._failure_logged:
-            self._failure_logged = True
-            logger.warning(
-                "AutoAssist: the Assistant worker %s; training goes on and selection keeps every pair", reason
-            )
-
-    def snapshot(self):
-        with self._update_lock:
-            return _snapshot(self.assistant)
-
-    def drain(self):
-        with self._cond:
-            while self.healthy and (self._pending or self._busy):
-                self._cond.wait(timeout=1.0)
-                if not self._thread.is_alive():
-                    break
-
-    def load_state_dict(self, state):
-        self.drain()
-        with self._update_lock:
-            self.assistant.load_state_dict(state)
+            with self._cond:
+                self._failure = (f"the Assistant worker failed after learning {self.learned_steps} steps "
+                                 f"({type(error).__name__}: {error})")
+                self._busy = False
+                self._cond.notify_all()
 
     def close(self):
         """Stops the thread after the pending feedback (for tools and tests; training leaves the
@@ -176,10 +235,9 @@ class AsyncAssistantWorker(SyncAssistantWorker):
 
 
 def _snapshot(assistant):
-    """A copy of the Assistant that shares the (read-only) features and copies the parameters."""
+    """A copy of the Assistant's learned state that shares its (read-only) features and diagnostics."""
     clone = copy.copy(assistant)
-    clone.token_weights = assistant.token_weights.copy()
-    clone.length_weights = assistant.length_weights.copy()
-    clone.pair_weights = assistant.pair_weights.copy()
-    clone.bias = assistant.bias.copy()
+    for name, value in vars(assistant).items():
+        if isinstance(value, np.ndarray) and name != "pair_columns":
+            setattr(clone, name, value.copy())
     return clone

@@ -38,7 +38,7 @@ def make_stream(selector, chunk_pairs=150):
 
 
 def run_epoch(stream, epoch):
-    return [b.copy() for b in stream.iterate_epoch(epoch)]
+    return [b.copy() for b, _ in stream.iterate_epoch(epoch)]
 
 
 def test_first_epoch_visits_every_pair_once_within_the_token_budget():
@@ -112,11 +112,11 @@ def test_a_carried_remainder_survives_a_resume():
     expected = run_epoch(after_first_epoch(chunk_pairs=40), 2)
     interrupted = after_first_epoch(chunk_pairs=40)
     iterator = interrupted.iterate_epoch(2)
-    consumed = [next(iterator).copy() for _ in range(3)]
+    consumed = [next(iterator)[0].copy() for _ in range(3)]
     assert len(interrupted.carry[0]) > 0
     resumed = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=40)
     resumed.load_state_dict(interrupted.state_dict(consumed_in_epoch=3))
-    rest = [b.copy() for b in resumed.iterate_epoch(2, start=3)]
+    rest = [b.copy() for b, _ in resumed.iterate_epoch(2, start=3)]
     assert [b.tolist() for b in consumed + rest] == [b.tolist() for b in expected]
 
 
@@ -132,17 +132,17 @@ def test_resume_mid_epoch_reproduces_the_remaining_batches():
 
     interrupted = after_first_epoch()
     iterator = interrupted.iterate_epoch(2)
-    consumed = [next(iterator).copy() for _ in range(5)]
+    consumed = [next(iterator)[0].copy() for _ in range(5)]
     [next(iterator) for _ in range(2)]  # pulled by a data loader, not trained on
     state = interrupted.state_dict(consumed_in_epoch=len(consumed))
 
     resumed = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
     resumed.load_state_dict(state)
-    rest = [b.copy() for b in resumed.iterate_epoch(2, start=len(consumed))]
+    rest, rest_keep_prob = zip(*resumed.iterate_epoch(2, start=len(consumed)))
     assert len(consumed) + len(rest) == len(reference_batches)
-    for expected, actual in zip(reference_batches, consumed + rest):
+    for expected, actual in zip(reference_batches, consumed + list(rest)):
         np.testing.assert_array_equal(expected, actual)
-    np.testing.assert_allclose(resumed.pair_keep_prob[rest[0]], 0.5)
+    np.testing.assert_allclose(rest_keep_prob[0], 0.5)
 
 
 def test_a_second_save_after_a_resume_still_keeps_prefetched_batches():
@@ -157,7 +157,7 @@ def test_a_second_save_after_a_resume_still_keeps_prefetched_batches():
     [next(iterator) for _ in range(5)]  # 3 trained on, 2 prefetched
     third = make_stream(RecordingSelector(keep_prob=0.5), chunk_pairs=120)
     third.load_state_dict(second.state_dict(consumed_in_epoch=7))
-    rest = [b.copy() for b in third.iterate_epoch(2, start=7)]
+    rest = [b.copy() for b, _ in third.iterate_epoch(2, start=7)]
     assert [b.tolist() for b in rest] == [b.tolist() for b in expected[7:]]
 
 

@@ -106,7 +106,7 @@ def first_passes(data, tmp_path, policy, *extra, passes=1):
     if policy is None:
         return [sorted(sorted(batch.tolist()) for batch in iterator.frozen_batches)] * passes
     stream = task.runtime.stream
-    return [sorted(sorted(batch.tolist()) for batch in stream.iterate_epoch(epoch)) for epoch in range(1, passes + 1)]
+    return [sorted(sorted(batch.tolist()) for batch, _ in stream.iterate_epoch(epoch)) for epoch in range(1, passes + 1)]
 
 
 def first_pass(data, tmp_path, policy, *extra):

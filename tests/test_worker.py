@@ -1,13 +1,19 @@
-"""The background Assistant worker and its synchronous twin."""
+"""The background Assistant worker and its synchronous twin: snapshots by step, back-pressure, failures."""
 
 import threading
+import time
 
 import numpy as np
+import pytest
 
+from fairseq_autoassist import worker as worker_module
 from fairseq_autoassist.assistant import Assistant
-from fairseq_autoassist.worker import AsyncAssistantWorker, SyncAssistantWorker
+from fairseq_autoassist.errors import AssistantFailedError
+from fairseq_autoassist.worker import AsyncAssistantWorker, SyncAssistantWorker, snapshot_step
 
 from .synthetic import planted_losses, random_features
+
+LAG = 4
 
 
 def feed(worker, features, losses, batches=40):
@@ -15,19 +21,19 @@ def feed(worker, features, losses, batches=40):
         worker.submit(batch, losses[batch])
 
 
-def test_async_worker_learns_like_the_sync_one():
-    features = random_features(num_pairs=1000, seed=1)
-    losses, _ = planted_losses(features, [10, 11, 12])
-    sync = SyncAssistantWorker(Assistant(features))
-    background = AsyncAssistantWorker(Assistant(features), queue_size=1000)
-    try:
-        feed(sync, features, losses)
-        feed(background, features, losses)
-        background.drain()
-        np.testing.assert_allclose(background.predict(np.arange(100)), sync.predict(np.arange(100)), rtol=1e-6)
-        assert background.stats()["updates"] == 40 and background.stats()["dropped"] == 0
-    finally:
-        background.close()
+def slowed(assistant, seconds):
+    update = assistant.update
+
+    def slow_update(*feedback):
+        time.sleep(seconds)
+        return update(*feedback)
+
+    assistant.update = slow_update
+    return assistant
+
+
+def test_a_selection_scores_with_the_snapshot_between_lag_and_twice_the_lag_steps_old():
+    assert [snapshot_step(step, 4) for step in (0, 3, 4, 7, 8, 9, 11, 12)] == [0, 0, 0, 0, 4, 4, 4, 8]
 
 
 def test_the_two_workers_offer_the_same_methods():
@@ -37,74 +43,124 @@ def test_the_two_workers_offer_the_same_methods():
     assert public[0] == public[1]
 
 
-def test_full_queue_drops_the_oldest_feedback_and_counts_it():
+def test_a_slow_background_worker_selects_exactly_as_the_synchronous_one_and_counts_its_waits():
+    features = random_features(num_pairs=600, seed=1)
+    losses, _ = planted_losses(features, [10, 11, 12])
+    sync = SyncAssistantWorker(Assistant(features), LAG)
+    background = AsyncAssistantWorker(slowed(Assistant(features), 0.01), LAG, queue_size=1000)
+    probe = np.arange(100)
+    try:
+        predictions = {"sync": [], "background": []}
+        for step, batch in enumerate(np.array_split(np.arange(len(features)), 30), start=1):
+            for name, worker in (("sync", sync), ("background", background)):
+                worker.submit(batch, losses[batch])
+                # As the task: the selection after `step` steps, while the step's own losses are still on their way.
+                predictions[name].append(worker.predict(probe, step + 1))
+        np.testing.assert_array_equal(predictions["background"], predictions["sync"])
+        assert len({p.tobytes() for p in predictions["sync"]}) > 5  # the snapshots did move
+        assert background.stats()["waits"] > 0 and sync.stats()["waits"] == 0
+    finally:
+        background.close()
+
+
+def test_a_full_queue_makes_the_training_step_wait_and_drops_nothing():
     features = random_features(num_pairs=200)
     assistant = Assistant(features)
     release, started = threading.Event(), threading.Event()
-    original_update = assistant.update
+    update = assistant.update
 
-    def blocked_update(ids, losses, keep_prob=None, labels=None):
+    def blocked_update(*feedback):
         started.set()
         release.wait(timeout=10)
-        return original_update(ids, losses, keep_prob, labels)
+        return update(*feedback)
 
     assistant.update = blocked_update
-    worker = AsyncAssistantWorker(assistant, queue_size=3)
+    worker = AsyncAssistantWorker(assistant, LAG, queue_size=3)
     try:
         worker.submit(np.array([0]), np.array([0.0]))
         assert started.wait(timeout=10)
-        for i in range(1, 10):
-            worker.submit(np.array([i]), np.array([float(i)]))
+        submitter = threading.Thread(target=lambda: [worker.submit(np.array([i]), np.array([float(i)]))
+                                                      for i in range(1, 10)])
+        submitter.start()
+        submitter.join(timeout=0.5)
+        assert submitter.is_alive()  # three wait in the queue, the fourth waits for a place
         release.set()
+        submitter.join(timeout=10)
         worker.drain()
-        # One batch was taken by the blocked worker, 3 waited, the other 6 were dropped.
-        assert worker.dropped == 6
-        assert assistant.num_updates == 4
+        assert assistant.num_updates == 10 and worker.learned_steps == 10 and worker.stats()["waits"] >= 1
     finally:
+        release.set()
         worker.close()
 
 
-def test_a_failing_worker_marks_itself_unhealthy_without_raising():
+def test_a_failing_assistant_stops_training_with_its_error():
     features = random_features(num_pairs=50)
     assistant = Assistant(features)
 
-    def broken_update(ids, losses, keep_prob=None, labels=None):
+    def broken_update(*feedback):
         raise RuntimeError("simulated Assistant crash")
 
     assistant.update = broken_update
-    worker = AsyncAssistantWorker(assistant)
+    worker = AsyncAssistantWorker(assistant, LAG)
     try:
         worker.submit(np.arange(5), np.ones(5))
-        worker.drain()
-        assert not worker.healthy
-        worker.submit(np.arange(5), np.ones(5))  # ignored, never blocks
-        assert worker.stats()["healthy"] is False
+        with pytest.raises(AssistantFailedError, match=r"failed after learning 0 steps \(RuntimeError: simulated "
+                                                       r"Assistant crash\).*--autoassist-policy keep-all"):
+            worker.drain()
+        for call in (lambda: worker.submit(np.arange(5), np.ones(5)), lambda: worker.snapshot(20),
+                     worker.state_dict):
+            with pytest.raises(AssistantFailedError):
+                call()
     finally:
         worker.close()
 
 
-def test_state_dict_waits_for_pending_feedback():
-    features = random_features(num_pairs=400)
-    losses, _ = planted_losses(features, [10])
-    worker = AsyncAssistantWorker(Assistant(features), queue_size=100)
-    try:
-        feed(worker, features, losses, batches=20)
-        assert worker.state_dict()["num_updates"] == 20
-    finally:
-        worker.close()
-
-
-def test_a_stalled_worker_is_given_up_and_submit_never_blocks():
+def test_a_stalled_assistant_stops_training_instead_of_being_saved_half_done(monkeypatch):
+    monkeypatch.setattr(worker_module, "STALL_SECONDS", 0.3)
     features = random_features(num_pairs=50)
     assistant = Assistant(features)
     never = threading.Event()
     assistant.update = lambda *feedback: never.wait(timeout=30)
-    worker = AsyncAssistantWorker(assistant, queue_size=2)
+    worker = AsyncAssistantWorker(assistant, LAG, queue_size=100)
     try:
-        for i in range(60):
-            worker.submit(np.array([i % 50]), np.array([1.0]))
-        assert not worker.healthy
-        assert worker.dropped > 20
+        for i in range(10):
+            worker.submit(np.array([i]), np.array([1.0]))
+        with pytest.raises(AssistantFailedError, match="made no progress in 0.3 s while training waited for the "
+                                                       "Assistant of step 4"):
+            worker.snapshot(9)
+        with pytest.raises(AssistantFailedError):
+            worker.state_dict()
     finally:
         never.set()
         worker.close()
+
+
+@pytest.mark.parametrize("kind", [SyncAssistantWorker, AsyncAssistantWorker])
+def test_a_restored_worker_selects_as_the_uninterrupted_one(kind):
+    features = random_features(num_pairs=400)
+    losses, _ = planted_losses(features, [10])
+    batches = np.array_split(np.arange(len(features)), 20)
+    uninterrupted, interrupted, restored = (kind(Assistant(features), LAG) for _ in range(3))
+    try:
+        for step, batch in enumerate(batches, start=1):
+            uninterrupted.submit(batch, losses[batch])
+            if step <= 10:
+                interrupted.submit(batch, losses[batch])
+        interrupted.snapshot(11)
+        state = interrupted.state_dict()
+        assert state["learned_steps"] == 10 and sorted(state["snapshots"]) == [4, 8]
+        restored.load_state_dict(state)
+        for step, batch in enumerate(batches[10:], start=11):
+            restored.submit(batch, losses[batch])
+        for step in (11, 12, 16, 20, 21):
+            np.testing.assert_array_equal(restored.predict(np.arange(50), step),
+                                          uninterrupted.predict(np.arange(50), step))
+    finally:
+        for worker in (uninterrupted, interrupted, restored):
+            worker.close()
+
+
+def test_asking_for_a_snapshot_whose_steps_were_never_submitted_is_a_contract_error():
+    worker = SyncAssistantWorker(Assistant(random_features(num_pairs=20)), LAG)
+    with pytest.raises(RuntimeError, match="submit once per training step"):
+        worker.snapshot(8)

@@ -225,8 +225,9 @@ class Assistant:
         return accuracy
 
     # ---------------------------------------------------------------- state
-    def state_dict(self):
-        return {
+    def state_dict(self, with_quality=True):
+        """Everything learned; ``with_quality`` adds the per-pair prediction-quality diagnostic (O(pairs))."""
+        state = {
             "version": STATE_VERSION,
             "vocab_size": self.features.vocab_size,
             # Tensors, not numpy arrays: torch.load(weights_only=True) accepts them.
@@ -242,10 +243,12 @@ class Assistant:
             "positive_rate": self.positive_rate,
             "num_updates": self.num_updates,
             "num_pairs_seen": self.num_pairs_seen,
-            "quality": self.quality.state_dict(),
             "pair_weights": torch.from_numpy(self.pair_weights.copy()),
             "sq_pair_grads": torch.from_numpy(self._sq_pair_grads.copy()),
         }
+        if with_quality:
+            state["quality"] = self.quality.state_dict()
+        return state
 
     def load_state_dict(self, state):
         if state.get("version") != STATE_VERSION:
@@ -276,7 +279,7 @@ class Assistant:
         self.positive_rate = float(state["positive_rate"])
         self.num_updates = int(state["num_updates"])
         self.num_pairs_seen = int(state["num_pairs_seen"])
-        # A diagnostic added within state version 2: an older state starts it afresh.
-        self.quality = PredictionQuality(len(self.features))
+        # A diagnostic added within state version 2 and left out of snapshots: without it, it stays as it is.
         if "quality" in state:
+            self.quality = PredictionQuality(len(self.features))
             self.quality.load_state_dict(state["quality"])

@@ -80,9 +80,8 @@ class ShrinkingBatchStream:
         self._yielded_this_epoch = []
         self._yielded_before_list = 0
         self.carry = _EMPTY_CARRY
-        # The probability with which each pair of the latest yielded batches was kept.
-        self.pair_keep_prob = np.ones(int(self.candidates.max()) + 1, dtype=np.float32)
-        self._scratch_keep_prob = np.ones_like(self.pair_keep_prob)
+        # Each pooled pair's keep probability while a chunk is batched (the batches carry their own copies).
+        self._scratch_keep_prob = np.ones(int(self.candidates.max()) + 1, dtype=np.float32)
         self.epoch_stats = EpochSelectionStats()
         self.previous_epoch_stats = self.epoch_stats
         self.on_epoch_complete = on_epoch_complete
@@ -160,7 +159,9 @@ class ShrinkingBatchStream:
         return self.planned
 
     def iterate_epoch(self, epoch, start=0):
-        """Yields the batches ``start .. planned - 1`` of ``epoch`` (their keep probabilities go to ``pair_keep_prob``)."""
+        """Yields the batches ``start .. planned - 1`` of ``epoch``, each as ``(pair ids, the probability each pair
+        was kept with)``: the probabilities travel with the batch, so that a loader running ahead, or a pair that
+        recurs across a pass boundary, never mixes two passes' probabilities."""
         planned = self.plan_epoch(epoch)
         for position in range(start, planned):
             empty_chunks = 0
@@ -176,12 +177,11 @@ class ShrinkingBatchStream:
                 self.pending.extend(batches)
                 empty_chunks += 1
             batch, keep_prob = self.pending.popleft()
-            self.pair_keep_prob[batch] = keep_prob
             self._yielded_this_epoch.append((batch, keep_prob))
             self._epoch_digest.update(batch.tobytes())
             if self.on_epoch_complete is not None and position == planned - 1:
                 self.on_epoch_complete(epoch, planned, self._epoch_digest.hexdigest())
-            yield batch
+            yield batch, keep_prob
 
     def _flagged_counts(self, indices, kept):
         if self.flagged is None:

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import torch
-from fairseq.data import Dictionary, data_utils, iterators
+from fairseq.data import BaseWrapperDataset, Dictionary, data_utils, iterators
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 from ..assistant import CorpusSide, PairFeatures
@@ -133,26 +133,42 @@ class _PlannedLengthCountingIterator(iterators.CountingIterator):
         """CountingIterator.__init__ assigns a total; the plan decides it instead."""
 
 
-# The key of a training batch's host-side copies: its pair ids and target lengths as NumPy arrays, which fairseq's
-# move of the batch to the GPU leaves on the host (it moves tensors only), so a training step reads them without
-# waiting for the device.
+# The key of a training batch's host-side copies: its pair ids, target lengths and the probability each pair was kept
+# with, as NumPy arrays, which fairseq's move of the batch to the GPU leaves on the host (it moves tensors only), so a
+# training step reads them without waiting for the device.
 HOST_SIDE = "autoassist_host"
+_KEEP_PROB = "autoassist_keep_prob"
+
+
+class KeptPairsDataset(BaseWrapperDataset):
+    """The training set addressed by ``(index, keep probability)``, as the shrinking iterator's batches list their
+    pairs; each item carries its probability to ``collate_with_host_side``. A plain index means probability 1."""
+
+    def __getitem__(self, key):
+        index, keep_prob = key if isinstance(key, tuple) else (key, 1.0)
+        return {**self.dataset[index], _KEEP_PROB: keep_prob}
 
 
 def collate_with_host_side(collater, pad, samples):
-    """``collater(samples)`` with ``HOST_SIDE``: the batch's ``ids`` and ``target_lengths`` (non-pad tokens)."""
+    """``collater(samples)`` with ``HOST_SIDE`` (``add_host_side``), the keep probabilities of ``KeptPairsDataset``
+    items."""
     batch = collater(samples)
     if batch:
-        add_host_side(batch, pad)
+        add_host_side(batch, pad, {int(sample["id"]): sample[_KEEP_PROB] for sample in samples})
     return batch
 
 
-def add_host_side(batch, pad):
-    """Adds ``HOST_SIDE`` to a collated batch still on the host."""
+def add_host_side(batch, pad, keep_prob_by_id=None):
+    """Adds ``HOST_SIDE`` to a collated batch still on the host: its ``ids``, ``target_lengths`` (non-pad tokens) and
+    ``keep_prob`` (from ``keep_prob_by_id``; 1 without it), in the collated order."""
     # Copies, not views: a data loader worker moves the batch's tensors to shared memory to hand them over,
     # which would leave a view pointing at freed memory.
-    batch[HOST_SIDE] = {"ids": batch["id"].numpy().copy(),
-                        "target_lengths": batch["target"].ne(pad).sum(1).numpy().copy()}
+    ids = batch["id"].numpy().copy()
+    keep_prob = np.ones(len(ids), dtype=np.float32)
+    if keep_prob_by_id is not None:
+        keep_prob[:] = [keep_prob_by_id[i] for i in ids.tolist()]
+    batch[HOST_SIDE] = {"ids": ids, "target_lengths": batch["target"].ne(pad).sum(1).numpy().copy(),
+                        "keep_prob": keep_prob}
 
 
 def _started_at_the_first_batch(data_loader):
@@ -189,14 +205,18 @@ class _EpochBatchSampler:
         global_batches = self.stream.iterate_epoch(self.epoch, start=self.offset * self.num_shards)
         for _ in range(self.offset, per_shard):
             group = [next(global_batches, None) for _ in range(self.num_shards)]
-            batch = group[self.shard_id]
-            yield [] if batch is None else batch.tolist()
+            if group[self.shard_id] is None:
+                yield []
+            else:
+                batch, keep_prob = group[self.shard_id]
+                yield list(zip(batch.tolist(), keep_prob.tolist()))
 
 
 class ShrinkingEpochBatchIterator(iterators.EpochBatchIterator):
     """An EpochBatchIterator whose batches come from a ``ShrinkingBatchStream``.
 
-    ``dummy_batch`` (any valid batch) serves fairseq's dummy/OOM-recovery batch. Batches are
+    ``dataset`` is a ``KeptPairsDataset``; ``dummy_batch`` (any valid batch) serves fairseq's dummy/OOM-recovery
+    batch. Batches are
     pulled lazily and never prefetched by a thread (no ``--data-buffer-size``): a chunk's selection
     must run in the training thread, where its broadcasts stay in step with the other ranks'
     collectives and ``--autoassist-sync`` runs are reproducible.

@@ -7,7 +7,8 @@ Adding a policy is one ``Policy`` entry in ``POLICIES`` plus its rule; ``--autoa
 its help text, the selector and the task's wiring all read the registry.
 
 A rule is ``keep(selector, indices, progress) -> keep probabilities, or None to keep every pair``,
-where ``selector`` offers ``options``, ``worker`` and ``loss_table`` and ``progress`` is the
+where ``selector`` offers ``options``, ``assistant()`` (the Assistant to score with) and ``loss_table`` and
+``progress`` is the
 fraction of training done (None when neither ``--max-update`` nor ``--max-epoch`` is set).
 Rules do not clip: the selector applies ``--autoassist-min-keep-prob`` to every rule's output once.
 """
@@ -99,9 +100,7 @@ class Policy:
 def _assistant(selector, indices, progress):
     """The Assistant's prediction decides for every pair, in the paper's rule (the label it learns: the paper's,
     or the loss table's when the policy ``learns_table_labels``)."""
-    if not selector.worker.healthy:
-        return None
-    assistant = selector.worker.snapshot()
+    assistant = selector.assistant()
     selector.count_decisions(0, len(indices))
     return assistant_keep_probabilities(assistant.predict(indices), assistant.confidence, selector.options.base_prob)
 
@@ -116,11 +115,8 @@ def _own_label_or_assistant(selector, indices, progress):
     (A ``LossBand``'s labels never go stale: its relative losses stay comparable over training.)"""
     options = selector.options
     own = selector.loss_table.fresh_labels(indices)
-    if selector.worker.healthy:
-        assistant = selector.worker.snapshot()
-        predicted = assistant_keep_probabilities(assistant.predict(indices), assistant.confidence, options.base_prob)
-    else:
-        predicted = np.ones(len(indices))
+    assistant = selector.assistant()
+    predicted = assistant_keep_probabilities(assistant.predict(indices), assistant.confidence, options.base_prob)
     from_own = assistant_keep_probabilities(np.nan_to_num(own), 1.0, options.base_prob)
     selector.count_decisions(np.isfinite(own).sum(), len(indices))
     return np.where(np.isfinite(own), from_own, predicted)

@@ -86,8 +86,9 @@ class SelectionOptions:
 
 class Selector:
     """Calling contract: ``select`` is called by the batch stream for each chunk (and again for the
-    same chunk when an epoch is planned, with the same random draws); ``num_updates`` is kept
-    current by the training loop so that update-based annealing knows where training is.
+    same chunk when an epoch is planned, with the same random draws); ``num_updates`` and ``steps`` (training
+    steps so far, each of --update-freq batches) are kept current by the training loop, so that update-based
+    annealing knows where training is and the Assistant is the snapshot of ``steps`` (see ``worker``).
 
     ``worker`` (an Assistant worker, see ``fairseq_autoassist.worker``) is needed by the policies
     with ``needs_assistant``, ``loss_table`` (``policy.build_loss_table``) by those with a ``loss_table``,
@@ -111,11 +112,16 @@ class Selector:
         self.seed = int(seed)
         self.worker = worker
         self.num_updates = 0
+        self.steps = 0
         # Of the pairs a rule with an Assistant scored in the current epoch: how many its own latest loss decided
         # (see count_decisions), so that the log shows the share pass by pass.
         self.own_decisions = 0
         self.decisions = 0
         self._decisions_epoch = None
+
+    def assistant(self):
+        """The Assistant a selection after ``steps`` training steps scores with."""
+        return self.worker.snapshot(self.steps)
 
     def count_decisions(self, by_own_loss, pairs):
         """Called by a rule that uses the Assistant: of ``pairs`` scored, ``by_own_loss`` were decided by their

@@ -7,6 +7,7 @@ per-sentence losses from the Boss's single forward pass, which feed the Assistan
 optional importance weights. The options are declared in the core (``options``).
 """
 
+import atexit
 import functools
 import logging
 import math
@@ -24,9 +25,8 @@ from omegaconf import II
 from ..assistant import PairFeatures
 from ..compat import allow_fairseq_checkpoints, explain_unreadable_checkpoints
 from ..data.folders import check_data_folders, check_split, check_token_budget
-from ..data.iterator import (HOST_SIDE, ShrinkingEpochBatchIterator, collate_with_host_side, corpus_side,
-                             pairs_per_chunk, token_budget_batcher, training_order)
-from ..distributed import world_size
+from ..data.iterator import (HOST_SIDE, KeptPairsDataset, ShrinkingEpochBatchIterator, collate_with_host_side,
+                             corpus_side, pairs_per_chunk, token_budget_batcher, training_order)
 from ..errors import AutoAssistConfigError, report_config_errors_in_one_line
 from ..loss_handoff import LossHandOff, to_device_without_waiting
 from ..options import AutoAssistOptions, validate
@@ -34,6 +34,9 @@ from ..runtime import AutoAssistRuntime
 from ..selection.policies import POLICIES
 
 logger = logging.getLogger(__name__)
+
+# The host side of a dummy batch: no pair to weigh or report.
+_NO_PAIRS = {"ids": np.zeros(0, dtype=np.int64), "keep_prob": np.zeros(0, dtype=np.float32)}
 
 
 def log_runtime_metrics(values):
@@ -88,7 +91,7 @@ class AutoAssistTranslationTask(TranslationTask):
         """The stock iterator, except for the training set under a selection policy: there one
         ``ShrinkingEpochBatchIterator`` for the whole run, built on the first call and returned
         again at every epoch end (fairseq asks each time; per-pair state must survive)."""
-        if self.train_iterator is not None and self.train_iterator.dataset is dataset:
+        if self.train_iterator is not None and self.train_iterator.dataset.dataset is dataset:  # KeptPairsDataset
             return self.train_iterator
         is_train = dataset is self.datasets.get(self.cfg.train_subset)
         split = next((name for name, loaded in self.datasets.items() if loaded is dataset), "?")
@@ -113,8 +116,7 @@ class AutoAssistTranslationTask(TranslationTask):
         make_batches = token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple,
                                             candidates, self.cfg.autoassist_packing, seed)
         full_batches = make_batches(candidates)
-        # A copy: the batches are views of one array of every pair, which the dummy would keep alive.
-        dummy_batch = full_batches[0].copy()
+        dummy_batch = [(index, 1.0) for index in full_batches[0].tolist()]
         self.runtime = AutoAssistRuntime(
             self.cfg, candidates, dataset.tgt_sizes,
             pairs_per_chunk(self.batches_per_refresh(num_shards), len(candidates), len(full_batches)),
@@ -122,6 +124,11 @@ class AutoAssistTranslationTask(TranslationTask):
             pair_features=lambda: self._pair_features(dataset), steps_per_pass=len(full_batches) / num_shards,
             min_batches_per_epoch=num_shards,
         )
+        if self.runtime.wants_losses:
+            # A batch holds at most one pair per budgeted token (or --batch-size pairs).
+            self.loss_handoff = LossHandOff(self.runtime.report_losses, rows_per_rank=max_sentences or max_tokens)
+            # The last step's losses have no next step to deliver them (the loss log would miss them).
+            atexit.register(self.loss_handoff.flush)
         stream = self.runtime.stream
         logger.info(
             "AutoAssist: policy=%s, %d training pairs, %d full batches per pass, "
@@ -130,7 +137,7 @@ class AutoAssistTranslationTask(TranslationTask):
             stream.chunks_per_pass,
         )
         self.train_iterator = ShrinkingEpochBatchIterator(
-            dataset=dataset, stream=stream, dummy_batch=dummy_batch, seed=seed,
+            dataset=KeptPairsDataset(dataset), stream=stream, dummy_batch=dummy_batch, seed=seed,
             collate_fn=functools.partial(collate_with_host_side, dataset.collater, self.tgt_dict.pad()),
             num_shards=num_shards, shard_id=shard_id, num_workers=num_workers, epoch=epoch,
         )
@@ -159,21 +166,22 @@ class AutoAssistTranslationTask(TranslationTask):
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """One forward pass gives the (optionally weighted) training loss and every sentence's loss, which goes to
-        the runtime after the backward pass has been queued (``loss_handoff``); the ids, lengths and weights come
-        from the host side of the batch, so nothing waits for the device before the backward pass. A dummy batch
-        (``ignore_grad``) reports nothing."""
+        the runtime after the backward pass has been queued (``loss_handoff``, delivered at the next step); the ids,
+        lengths and keep probabilities come from the host side of the batch, so nothing in the step waits for the
+        device. A dummy batch (``ignore_grad``: fairseq's stand-in where a rank has no batch of its own, perhaps a
+        validation batch without a host side) trains with zero weight and reports no pair."""
         if not self.selection_enabled:
             return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         model.train()
         model.set_num_updates(update_num)
-        self.runtime.set_num_updates(update_num)
+        self.runtime.begin_step(update_num)
         target = sample["target"]
         batch_size = target.size(0)
-        ids = sample[HOST_SIDE]["ids"]
+        host = _NO_PAIRS if ignore_grad else sample[HOST_SIDE]
         weights = None
-        if self.runtime.weighted:
+        if self.runtime.weighted and not ignore_grad:
             weights = to_device_without_waiting(
-                self.runtime.loss_weights(ids, sample[HOST_SIDE]["target_lengths"]), target)
+                self.runtime.loss_weights(host["keep_prob"], host["target_lengths"]), target)
         with torch.autograd.profiler.record_function("forward"):
             with torch.amp.autocast(target.device.type, enabled=isinstance(optimizer, AMPOptimizer)):
                 net_output = model(**sample["net_input"])
@@ -194,27 +202,18 @@ class AutoAssistTranslationTask(TranslationTask):
             "autoassist_steps": 1,
         }
         if getattr(criterion, "report_accuracy", False):
+            # Tensors: the criterion's reduce_metrics reads them after the step, so the host does not wait here.
             n_correct, total = criterion.compute_accuracy(model, net_output, sample)
-            logging_output.update(n_correct=n_correct.item(), total=total.item())
+            logging_output.update(n_correct=n_correct.detach(), total=total.detach())
         if ignore_grad:
             loss *= 0
         with torch.autograd.profiler.record_function("backward"):
             optimizer.backward(loss)
-        if self.runtime.wants_losses:
-            if ignore_grad:
-                ids, per_token = np.zeros(0, dtype=np.int64), sentence_nll.new_zeros(0)
-            else:
-                per_token = sentence_nll.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1)
-            self._loss_handoff(target.device).send(ids, per_token)
+        if self.loss_handoff is not None:
+            per_token = sentence_nll.new_zeros(0) if ignore_grad else (
+                sentence_nll.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1))
+            self.loss_handoff.send(host["ids"], host["keep_prob"], per_token)
         return loss, sample_size, logging_output
-
-    def _loss_handoff(self, device):
-        """One ``LossHandOff`` for the run: deferred on one GPU; on the CPU, or across ranks (the runtime gathers
-        every rank's losses in a collective, which every rank must enter in the same step), delivered at once."""
-        if self.loss_handoff is None:
-            self.loss_handoff = LossHandOff(self.runtime.report_losses,
-                                            defer=device.type == "cuda" and world_size() == 1)
-        return self.loss_handoff
 
     # ------------------------------------------------------------ logs
     def reduce_metrics(self, logging_outputs, criterion):
@@ -232,9 +231,10 @@ class AutoAssistTranslationTask(TranslationTask):
     def get_checkpoint_dict(self):
         if self.runtime is None:
             return {}
+        state = self.runtime.state_dict(self.train_iterator.consumed_global_batches())
         if self.loss_handoff is not None:
-            self.loss_handoff.flush()
-        return {type(self).__name__: self.runtime.state_dict(self.train_iterator.consumed_global_batches())}
+            state["pending_losses"] = self.loss_handoff.pending_state()
+        return {type(self).__name__: state}
 
     def set_checkpoint_dict(self, state):
         if self.runtime is None or not state:
@@ -243,6 +243,8 @@ class AutoAssistTranslationTask(TranslationTask):
             logger.info("AutoAssist: --autoassist-reset-state given; starting AutoAssist afresh")
             return
         self.runtime.load_state_dict(state)
+        if self.loss_handoff is not None:
+            self.loss_handoff.load_pending_state(state.get("pending_losses"))
         self._state_restored = True
         logger.info("AutoAssist: restored Assistant and selection state from the checkpoint")
 

@@ -34,7 +34,7 @@ def first_pass_batches(task, iterator):
     if getattr(task, "runtime", None) is None:
         return [np.asarray(batch, dtype=np.int64) for batch in iterator.frozen_batches]
     stream = task.runtime.stream
-    return [batch.copy() for batch in stream.iterate_epoch(1)]
+    return [batch.copy() for batch, _ in stream.iterate_epoch(1)]
 
 
 def batch_figures(batches, source_sizes, target_sizes):

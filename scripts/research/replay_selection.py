@@ -37,6 +37,7 @@ from fairseq_autoassist.assistant import Assistant, AssistantConfig
 from fairseq_autoassist.data.iterator import load_replay_features
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import read_loss_log
+from fairseq_autoassist.options import RuntimeOptions
 from fairseq_autoassist.raw_corpus import read_noise
 from fairseq_autoassist.runtime import feed_back
 from fairseq_autoassist.selection import (
@@ -164,7 +165,8 @@ def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_p
     """``({pass: {kind: kept share}}, each pair's latest keep probability)`` of one rule (``options``, its
     Assistant's ``config``) over the logged steps (NaN for a pair never scored)."""
     policy = POLICIES[options.policy]
-    worker = SyncAssistantWorker(Assistant(features, config)) if policy.needs_assistant else None
+    lag = RuntimeOptions.assistant_lag
+    worker = SyncAssistantWorker(Assistant(features, config), lag) if policy.needs_assistant else None
     loss_table = policy.build_loss_table(len(kinds), options, steps_per_pass, config.loss_mean_decay,
                                          groups=features.near_duplicate_groups() if policy.needs_groups else None)
     selector = Selector(options, SelectionSchedule(warmup_epochs=warmup_epochs), seed, worker, loss_table,
@@ -172,14 +174,14 @@ def replay_rule(options, features, loss_log, kinds, warmup_epochs, seed, steps_p
     rng = np.random.default_rng(seed)
     counter = KindCounter(kinds)
     latest = np.full(len(kinds), np.nan)
-    for pass_index, ids, losses in logged_passes(loss_log):
+    for step, (pass_index, ids, losses) in enumerate(logged_passes(loss_log)):
+        selector.steps = step
         keep_prob = selector.keep_probabilities(ids, pass_index)
         keep_prob = np.ones(len(ids)) if keep_prob is None else keep_prob
         latest[ids] = keep_prob
         kept = rng.random(len(ids)) < keep_prob
         counter.add(pass_index, "kept", ids, kept.astype(np.float64))
-        if kept.any():
-            feed_back(policy, ids[kept], losses[kept], keep_prob[kept].astype(np.float32), loss_table, worker)
+        feed_back(policy, ids[kept], losses[kept], keep_prob[kept].astype(np.float32), loss_table, worker)
     return counter.means("kept"), latest
 
 
