@@ -53,8 +53,9 @@ class RuntimeOptions:
         "training waits for it (aa_waits) instead of dropping any",
         minimum=1)
     digest_file: Optional[str] = option(
-        None, "diagnostic: append 'epoch, batches, SHA-1 of the epoch's batches' to FILE.rankR after each "
-        "epoch, to check that distributed ranks select alike")
+        None, "diagnostic: append 'epoch, batches, SHA-1 of the epoch's global batches' to FILE.rankR after each "
+        "epoch, to check that distributed ranks select alike, and the same of the batches the rank trained on to "
+        "FILE.trained.rankR (carried through checkpoints), to check that a resumed run trains an uninterrupted one's")
     loss_log: Optional[str] = option(
         None, "diagnostic: append every training step's pair ids, per-token losses and keep probabilities "
         "to FILE (first rank only), for scripts/research/replay_assistant.py")

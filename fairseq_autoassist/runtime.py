@@ -12,6 +12,7 @@ batches and train the same Assistant.
 """
 
 import functools
+import hashlib
 import logging
 import time
 
@@ -120,6 +121,8 @@ class AutoAssistRuntime:
         self.corpus_mean_target_length = float(np.mean(target_sizes[candidates]))
         self.selection_cpu_seconds = 0.0
         self.steps = 0
+        # With --autoassist-digest-file: the epoch, count and chained SHA-1 of the batches this rank trained on.
+        self.trained = {"epoch": None, "batches": 0, "digest": ""}
 
     def _build_worker(self, cfg, features):
         assistant = Assistant(features, build(AssistantConfig, cfg))
@@ -151,9 +154,31 @@ class AutoAssistRuntime:
 
     def _record_epoch_digest(self, epoch, num_batches, digest):
         logger.info("AutoAssist: epoch %d has %d global batches, selection digest %s", epoch, num_batches, digest)
+        self._append_digest("", epoch, num_batches, digest)
+
+    def _append_digest(self, kind, epoch, num_batches, digest):
         if self.runtime_options.digest_file:
-            with open(f"{self.runtime_options.digest_file}.rank{distributed.rank()}", "a") as f:
+            with open(f"{self.runtime_options.digest_file}{kind}.rank{distributed.rank()}", "a") as f:
                 f.write(f"{epoch}\t{num_batches}\t{digest}\n")
+
+    def record_trained_batch(self, epoch, ids):
+        """With --autoassist-digest-file: chains ``ids`` (a batch this rank trains on in ``epoch``) into the epoch's
+        digest, kept in checkpoints, and appends the previous epoch's to ``FILE.trained.rankR`` when an epoch starts:
+        a resumed run writes the uninterrupted run's lines exactly when it trains the same batches."""
+        if not self.runtime_options.digest_file:
+            return
+        if epoch != self.trained["epoch"]:
+            self.write_trained_digest()
+            self.trained = {"epoch": epoch, "batches": 0, "digest": ""}
+        chained = self.trained["digest"].encode() + np.ascontiguousarray(ids, dtype=np.int64).tobytes()
+        self.trained["batches"] += 1
+        self.trained["digest"] = hashlib.sha1(chained).hexdigest()
+
+    def write_trained_digest(self):
+        """Appends the current epoch's trained-batch digest (at an epoch's end, and when training ends)."""
+        if self.trained["batches"]:
+            self._append_digest(".trained", self.trained["epoch"], self.trained["batches"], self.trained["digest"])
+            self.trained["batches"] = 0
 
     # ------------------------------------------------------------ training steps
     def begin_step(self, num_updates):
@@ -224,6 +249,7 @@ class AutoAssistRuntime:
             "policy": self.policy.name,
             "stream": self.stream.state_dict(consumed_global_batches),
             "steps": self.steps,
+            "trained": dict(self.trained),
         }
         if self.worker is not None:
             state["assistant"] = self.worker.state_dict()
@@ -240,6 +266,7 @@ class AutoAssistRuntime:
             try:
                 self.stream.load_state_dict(state["stream"])
                 self.steps = self.selector.steps = int(state["steps"])
+                self.trained = dict(state["trained"])
                 if self.worker is not None:
                     self.worker.load_state_dict(state["assistant"])
                 if self.loss_table is not None:

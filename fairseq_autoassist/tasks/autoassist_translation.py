@@ -27,7 +27,7 @@ from ..compat import allow_fairseq_checkpoints, explain_unreadable_checkpoints
 from ..data.folders import check_data_folders, check_split, check_token_budget
 from ..data.iterator import (HOST_SIDE, KeptPairsDataset, ShrinkingEpochBatchIterator, collate_with_host_side,
                              corpus_side, pairs_per_chunk, token_budget_batcher, training_order)
-from ..errors import AutoAssistConfigError, report_config_errors_in_one_line
+from ..errors import AssistantFailedError, AutoAssistConfigError, report_config_errors_in_one_line
 from ..loss_handoff import LossHandOff, to_device_without_waiting
 from ..options import AutoAssistOptions, validate
 from ..runtime import AutoAssistRuntime
@@ -127,8 +127,7 @@ class AutoAssistTranslationTask(TranslationTask):
         if self.runtime.wants_losses:
             # A batch holds at most one pair per budgeted token (or --batch-size pairs).
             self.loss_handoff = LossHandOff(self.runtime.report_losses, rows_per_rank=max_sentences or max_tokens)
-            # The last step's losses have no next step to deliver them (the loss log would miss them).
-            atexit.register(self.loss_handoff.flush)
+        atexit.register(self._finish_training)
         stream = self.runtime.stream
         logger.info(
             "AutoAssist: policy=%s, %d training pairs, %d full batches per pass, "
@@ -178,6 +177,8 @@ class AutoAssistTranslationTask(TranslationTask):
         target = sample["target"]
         batch_size = target.size(0)
         host = _NO_PAIRS if ignore_grad else sample[HOST_SIDE]
+        if not ignore_grad:
+            self.runtime.record_trained_batch(self.train_iterator.epoch, host["ids"])
         weights = None
         if self.runtime.weighted and not ignore_grad:
             weights = to_device_without_waiting(
@@ -214,6 +215,16 @@ class AutoAssistTranslationTask(TranslationTask):
                 sentence_nll.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1))
             self.loss_handoff.send(host["ids"], host["keep_prob"], per_token)
         return loss, sample_size, logging_output
+
+    def _finish_training(self):
+        """At exit: the last step's losses, which no next step delivers (the loss log would miss them), and the
+        last epoch's trained-batch digest."""
+        try:
+            if self.loss_handoff is not None:
+                self.loss_handoff.flush()
+        except AssistantFailedError:
+            pass  # the run already stopped with this error
+        self.runtime.write_trained_digest()
 
     # ------------------------------------------------------------ logs
     def reduce_metrics(self, logging_outputs, criterion):
