@@ -161,12 +161,13 @@ def train_and_kill_in_a_selecting_epoch(args):
 def test_selection_never_depends_on_timing_and_a_kill_in_a_selecting_epoch_resumes_exactly(
         prepared_data, tmp_path, policy, default_workers):
     """Default worker thread and, unless named, fairseq's default data loader worker: an uninterrupted run, the same
-    run with an Assistant ten times slower than the training step, and a run killed in a selecting epoch and resumed
-    train exactly the same batches."""
+    run with an Assistant slower than the training step, and a run killed in a selecting epoch and resumed train
+    exactly the same batches. Selection at every update, by the Assistant's probability alone (base 0), so that any
+    other Assistant parameters would change which pairs are drawn."""
     def args(name):
-        return train_args(prepared_data, tmp_path / name, "--save-interval-updates", "3",
-                          "--autoassist-digest-file", str(tmp_path / f"{name}.digest"), policy=policy, max_epoch=4,
-                          default_workers=default_workers)
+        return train_args(prepared_data, tmp_path / name, "--save-interval-updates", "3", "--autoassist-refresh-updates",
+                          "1", "--autoassist-base-prob", "0", "--autoassist-digest-file", str(tmp_path / f"{name}.digest"),
+                          policy=policy, max_epoch=4, default_workers=default_workers)
 
     run_script("-m", "fairseq_cli.train", *args("reference"))
     reference = trained_digests(tmp_path / "reference.digest")
