@@ -6,11 +6,13 @@ tests build their ``fairseq-train`` arguments with ``recipe``; ``configs/multi30
 recipe for ``fairseq-hydra-train`` (a test keeps the two equal).
 """
 
+import ctypes
 import gzip
 import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 
@@ -224,7 +226,7 @@ def run_logged(command, log_path, echo=False):
         log.write("# " + " ".join(command) + "\n")
         log.flush()
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env=training_environment())
+                                   env=training_environment(), preexec_fn=_die_with_parent)
         peak_kib = None
         for line in process.stdout:
             if echo:
@@ -235,6 +237,16 @@ def run_logged(command, log_path, echo=False):
         if peak_kib is not None:
             log.write(PEAK_MEMORY_LINE.format(peak_kib / 1024) + "\n")
     return process.wait()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """Run in the child before its program starts: Linux kills it when the process that launched it dies, so that a
+    benchmark killed alone (its trainers run for hours) never leaves an orphaned trainer writing to its run folder."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _peak_resident_kib(pid):

@@ -40,9 +40,9 @@ def train_args(data, save_dir, *extra, policy="assistant", max_epoch=2, max_upda
     return [*args, *extra]
 
 
-def fairseq_train(data, save_dir, *extra, check=True, module="fairseq_cli.train", **kwargs):
-    """fairseq-train (or ``module``, which runs it) with ``train_args``."""
-    return run_script("-m", module, *train_args(data, save_dir, *extra, **kwargs), check=check)
+def fairseq_train(data, save_dir, *extra, check=True, **kwargs):
+    """fairseq-train with ``train_args``."""
+    return run_script("-m", "fairseq_cli.train", *train_args(data, save_dir, *extra, **kwargs), check=check)
 
 
 def losses_by_update(log):
@@ -174,7 +174,7 @@ def test_selection_never_depends_on_timing_and_a_kill_in_a_selecting_epoch_resum
     batches = [int(count) for _, count, _ in reference]
     assert [epoch for epoch, _, _ in reference] == ["1", "2", "3", "4"] and max(batches[1:]) < batches[0], reference
 
-    slowed = run_script("-m", "tests.slow_assistant_train", *args("slowed")).stdout
+    slowed = run_script("-m", "tests.patched_assistant_train", "slow", *args("slowed")).stdout
     assert max(float(waits) for waits in re.findall(r"aa_waits ([\d.]+)", slowed)) > 0  # the slowness did bite
     assert trained_digests(tmp_path / "slowed.digest") == reference
 
@@ -183,6 +183,18 @@ def test_selection_never_depends_on_timing_and_a_kill_in_a_selecting_epoch_resum
     assert "restored Assistant and selection state" in resumed
     assert min(losses_by_update(resumed)) == saved_at + 1
     assert trained_digests(tmp_path / "killed.digest") == reference
+
+
+def test_a_failed_assistant_stops_the_run_with_one_line_instead_of_training_on_under_its_policy(prepared_data,
+                                                                                                tmp_path):
+    failed = run_script("-m", "tests.patched_assistant_train", "broken",
+                        *train_args(prepared_data, tmp_path / "broken", default_workers=True), check=False)
+    assert failed.returncode != 0
+    assert failed.stdout.rstrip().splitlines()[-1] == (
+        "error: the Assistant worker failed after learning 2 steps (FloatingPointError: simulated failure of the "
+        "Assistant's update); training stopped (its last checkpoint is intact). Fix the cause and resume, or train "
+        "without an Assistant with --autoassist-policy keep-all")
+    assert "| train | epoch 001 |" not in failed.stdout
 
 
 def test_the_plugins_training_step_never_waits_for_the_device(prepared_data, tmp_path, monkeypatch):

@@ -1,7 +1,10 @@
 """The shared training recipe: configs/multi30k.yaml states the same settings as recipe()."""
 
 import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -146,3 +149,38 @@ def test_reports_label_a_test_set_named_like_a_split_by_its_split():
     tvsub = {"test": "tvsub-zh-en", "test1": "test", "test2": "valid"}
     assert [reported_test_set_name(split, name) for split, name in tvsub.items()] == ["tvsub-zh-en", "test1", "test2"]
     assert reported_test_set_name("test1", "newstest2021") == "newstest2021"
+
+
+def test_a_logged_command_dies_with_the_process_that_launched_it_when_that_is_killed_alone(tmp_path):
+    """A benchmark killed by itself (not its whole process group) must not orphan its trainer."""
+    child_pid = tmp_path / "child.pid"
+    sleeper = f"import os, time; open({str(child_pid)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from fairseq_autoassist.recipes import run_logged; "
+                               f"run_logged([sys.executable, '-c', {sleeper!r}], {str(tmp_path / 'log')!r})"],
+        cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not child_pid.exists() or not child_pid.read_text():
+            assert time.monotonic() < deadline and launcher.poll() is None
+            time.sleep(0.05)
+        pid = int(child_pid.read_text())
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _alive(pid):
+            assert time.monotonic() < deadline, "the launched command outlived its launcher"
+            time.sleep(0.05)
+    finally:
+        launcher.kill()
+        if child_pid.exists() and child_pid.read_text() and _alive(int(child_pid.read_text())):
+            os.kill(int(child_pid.read_text()), signal.SIGKILL)
+
+
+def _alive(pid):
+    """Whether ``pid`` runs (a zombie awaiting its reaper counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
