@@ -48,9 +48,10 @@ logger = logging.getLogger("benchmark_overhead")
 class TimedArm:
     """One arm's trainer and its endless stream of its own batches."""
 
-    def __init__(self, arm, data, preset, seed, save_dir):
+    def __init__(self, arm, data, preset, seed, save_dir, gpu=False):
         self.arm = arm
-        argv = training_args(arm, data, save_dir, preset, seed, cpu=True)
+        self.gpu = gpu
+        argv = training_args(arm, data, save_dir, preset, seed, cpu=not gpu) + (["--fp16"] if gpu else [])
         if "--autoassist-loss-log" in argv:  # a diagnostic of the benchmark's runs, not a cost of the arm
             position = argv.index("--autoassist-loss-log")
             del argv[position : position + 2]
@@ -69,7 +70,9 @@ class TimedArm:
         return next(self.batches)
 
     def block(self, updates):
-        """Seconds per update over ``updates`` updates, fetching each batch included."""
+        """Seconds per update over ``updates`` updates, fetching each batch included (on a GPU, until its work is
+        done)."""
+        self._wait_for_the_device()
         started = time.perf_counter()
         for _ in range(updates):
             sample = self.next_sample()
@@ -77,7 +80,14 @@ class TimedArm:
             self.target_tokens += int(sample["ntokens"])
             self.padded_positions += sample["net_input"]["src_tokens"].numel() + sample["target"].numel()
             self.updates += 1
+        self._wait_for_the_device()
         return (time.perf_counter() - started) / updates
+
+    def _wait_for_the_device(self):
+        if self.gpu:
+            import torch
+
+            torch.cuda.synchronize()
 
     def cpu_seconds(self):
         runtime = getattr(self.task, "runtime", None)
@@ -87,20 +97,21 @@ class TimedArm:
         if runtime.worker is not None:
             runtime.worker.drain()
             stats = runtime.worker.stats()
-            figures.update(assistant_updates=stats["updates"], dropped_feedback=stats["dropped"],
+            figures.update(assistant_updates=stats["updates"], waits_for_the_assistant=stats["waits"],
+                           seconds_waited_for_the_assistant=stats["wait_seconds"],
                            cpu_assistant_seconds=stats["cpu_seconds"])
             runtime.worker.close()
         return figures
 
 
-def time_session(data, preset, arms, seed, block_updates, blocks, session):
+def time_session(data, preset, arms, seed, block_updates, blocks, session, gpu=False):
     """One session: every arm built afresh with seed ``seed + session`` (its own batches), a warm-up block each,
     then ``blocks`` timed blocks interleaved, the arms in an order rotated by ``session`` so that none is always
     first after a warm-up."""
     order = arms[session % len(arms):] + arms[:session % len(arms)]
     seed += session
     with tempfile.TemporaryDirectory() as save_dir:
-        timed = {arm: TimedArm(arm, data, preset, seed, save_dir) for arm in order}
+        timed = {arm: TimedArm(arm, data, preset, seed, save_dir, gpu) for arm in order}
         for arm in timed.values():  # not timed
             arm.block(block_updates)
         times = {name: [] for name in timed}
@@ -118,9 +129,9 @@ def time_session(data, preset, arms, seed, block_updates, blocks, session):
             "timed_from_epoch": {name: timed[name].timed_from_epoch for name in arms}, "cpu": cpu}
 
 
-def measure(data, preset_name, arms, seed, block_updates, blocks, sessions):
+def measure(data, preset_name, arms, seed, block_updates, blocks, sessions, gpu=False):
     preset = PRESETS[preset_name]
-    runs = [time_session(data, preset, arms, seed, block_updates, blocks, session) for session in range(sessions)]
+    runs = [time_session(data, preset, arms, seed, block_updates, blocks, session, gpu) for session in range(sessions)]
     ratios = {arm: [run["ratio_to_baseline"][arm] for run in runs] for arm in arms}
     last = runs[-1]
     return {
@@ -143,7 +154,7 @@ def timing_table(result):
     median session with the range over the sessions, each session's ratio and the target tokens per update over the
     stock task's."""
     sessions = result["sessions"]
-    lines = [f"Command: `{result['command']}`", "",
+    lines = [f"Command: `{result['command']}` on {result['device']}", "",
              f"{len(sessions)} sessions of {result['blocks']} interleaved blocks of {result['block_updates']} updates "
              "per arm, each session with its own seed and batches (seeds and orders: "
              + "; ".join(f"{session['seed']}: " + ", ".join(session["order"]) for session in sessions) + ").", "",
@@ -158,6 +169,14 @@ def timing_table(result):
                      + " | ".join(f"{session['ratio_to_baseline'][arm]:.3f}" for session in sessions)
                      + f" | {tokens[arm] / tokens['baseline']:.3f} |")
     return "\n".join(lines) + "\n"
+
+
+def _device_name(gpu):
+    if gpu:
+        import torch
+
+        return torch.cuda.get_device_name()
+    return f"CPU ({os.cpu_count()} cores)"
 
 
 def main(argv=None):
@@ -176,6 +195,7 @@ def main(argv=None):
                         f"{MIN_TIMING_SESSIONS} for the range that scripts/benchmark.py --seconds-per-update requires)")
     parser.add_argument("--seed", type=int, default=1,
                         help="the first session's seed; session i (from 0) builds its arms with seed + i")
+    parser.add_argument("--gpu", action="store_true", help="train on the GPU in fp16 (default: the CPU)")
     parser.add_argument("--output", required=True,
                         help="JSON with every block time and the medians (and beside it, .md: the table)")
     args = parser.parse_args(argv)
@@ -184,7 +204,8 @@ def main(argv=None):
     if exit_code(lambda: require_prepared(args.data), logger):  # before minutes of building arms
         return 2
     arms = timed_arms(args.arms or PRESETS[args.preset]["arms"])
-    result = measure(args.data, args.preset, arms, args.seed, args.block_updates, args.blocks, args.sessions)
+    result = measure(args.data, args.preset, arms, args.seed, args.block_updates, args.blocks, args.sessions, args.gpu)
+    result["device"] = _device_name(args.gpu)
     result["command"] = "python scripts/benchmark_overhead.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     result["allocator"] = {key: os.environ.get(key) for key in TRAINING_MALLOC_ENV}
     write_atomically(args.output, json.dumps(result, indent=2))

@@ -230,6 +230,14 @@ def test_the_plugins_training_step_never_waits_for_the_device(prepared_data, tmp
     trainer.train_step([{}])  # a dummy batch, as a rank without a batch of its own trains
     assert task.runtime.steps == 4 and task.runtime.weighted
     assert reads == []
+    # The step's accuracy counts are fairseq's, without its masked_select.
+    from fairseq_autoassist.tasks.autoassist_translation import accuracy_without_waiting
+
+    sample = next(batches)
+    model, criterion = trainer.model, trainer.criterion
+    net_output = model(**sample["net_input"])
+    counts = accuracy_without_waiting(criterion, model, net_output, sample)
+    assert [int(c) for c in counts] == [int(c) for c in criterion.compute_accuracy(model, net_output, sample)]
 
 
 def test_incompatible_autoassist_state_offers_the_reset_flag(prepared_data, tmp_path):

@@ -47,6 +47,15 @@ def log_runtime_metrics(values):
         metrics.log_scalar(key, value, weight=0 if math.isnan(value) else 1, priority=900, round=3)
 
 
+def accuracy_without_waiting(criterion, model, net_output, sample):
+    """``criterion.compute_accuracy``'s counts, as tensors the criterion's reduce_metrics reads after the step: its
+    ``masked_select`` (an output of data-dependent size) and ``.item()`` would make the host wait for the device."""
+    with torch.no_grad():
+        lprobs, target = criterion.get_lprobs_and_target(model, net_output, sample)
+        mask = target.ne(criterion.padding_idx)
+        return (lprobs.argmax(1).eq(target) & mask).sum(), mask.sum()
+
+
 @dataclass
 class AutoAssistTranslationConfig(TranslationConfig, AutoAssistOptions):
     seed: int = II("common.seed")
@@ -203,9 +212,8 @@ class AutoAssistTranslationTask(TranslationTask):
             "autoassist_steps": 1,
         }
         if getattr(criterion, "report_accuracy", False):
-            # Tensors: the criterion's reduce_metrics reads them after the step, so the host does not wait here.
-            n_correct, total = criterion.compute_accuracy(model, net_output, sample)
-            logging_output.update(n_correct=n_correct.detach(), total=total.detach())
+            n_correct, total = accuracy_without_waiting(criterion, model, net_output, sample)
+            logging_output.update(n_correct=n_correct, total=total)
         if ignore_grad:
             loss *= 0
         with torch.autograd.profiler.record_function("backward"):
