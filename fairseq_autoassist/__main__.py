@@ -1,5 +1,5 @@
 """``python -m fairseq_autoassist --help``: every ``--autoassist-*`` option with its default and help, and the
-console commands.
+console commands; ``--options-page`` prints docs/options.md.
 
 fairseq 0.12's ``fairseq-train --help`` does not list a task's options.
 """
@@ -9,7 +9,7 @@ import sys
 
 from .commands import COMMANDS
 from .option_fields import option_fields
-from .options import AutoAssistOptions, flag
+from .options import AutoAssistOptions, flag, options_page
 
 
 def parser():
@@ -31,5 +31,8 @@ def parser():
 
 
 if __name__ == "__main__":
-    parser().print_help()
+    if sys.argv[1:] == ["--options-page"]:
+        sys.stdout.write(options_page())
+    else:
+        parser().print_help()
     sys.exit(0)

@@ -110,8 +110,18 @@ def build(group, cfg, **fixed):
     return group(**{f.name: getattr(cfg, PREFIX + f.name) for f in option_fields(group)}, **fixed)
 
 
+def options_page():
+    """docs/options.md: every option, its default and its help (``python -m fairseq_autoassist --options-page``)."""
+    return ("# Options\n\n"
+            "Every `--autoassist-*` option of the `autoassist_translation` task, declared once in the core dataclass it\n"
+            "configures (`fairseq_autoassist/options.py` gathers them). This page is generated from those declarations\n"
+            "(`python -m fairseq_autoassist --options-page > docs/options.md`) and a test keeps it equal;\n"
+            "`python -m fairseq_autoassist --help` lists the same (fairseq's `--help` omits task options).\n\n"
+            + option_table())
+
+
 def option_table():
-    """The Markdown table of every option, its default and its help (the README's table)."""
+    """The Markdown table of every option, its default and its help."""
     rows = ["| option | default | meaning |", "|---|---|---|"]
     for f in option_fields(AutoAssistOptions):
         default = "off" if f.default is False else "none" if f.default is None else f"`{f.default}`"

@@ -11,7 +11,7 @@ from fairseq_autoassist.assistant import AssistantConfig
 from fairseq_autoassist.data.folders import check_data_folders, check_split, check_token_budget
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.option_fields import option_fields
-from fairseq_autoassist.options import GROUPS, AutoAssistOptions, RuntimeOptions, build, option_table, validate
+from fairseq_autoassist.options import GROUPS, AutoAssistOptions, RuntimeOptions, build, options_page, validate
 from fairseq_autoassist.selection import POLICIES, SelectionOptions, SelectionSchedule
 
 from .conftest import ROOT
@@ -101,10 +101,9 @@ def test_the_command_line_selects_every_registered_policy_and_refuses_an_unknown
     assert str(refused.value) == documented
 
 
-def test_the_readme_lists_every_option_as_the_code_declares_it():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    assert option_table() in readme
+def test_the_options_page_lists_every_option_as_the_code_declares_it():
+    with open(os.path.join(ROOT, "docs", "options.md"), encoding="utf-8") as f:
+        assert f.read() == options_page()
 
 
 def test_the_readme_fits_a_few_screens_and_every_link_in_it_resolves():
