@@ -4,7 +4,7 @@
     python scripts/benchmark.py --preset multi30k-long --data data-bin/multi30k.de-en --out runs/bench-long
     python scripts/benchmark.py --preset multi30k-long ... --arms keep-all@0.6 --seeds 2
     python scripts/benchmark.py --preset multi30k-long --out runs/bench-long --report \\
-        --seconds-per-update docs/results/overhead-multi30k-small.json
+        --seconds-per-update docs/results/archive/overhead-multi30k-small.json
 
 Every arm trains with the same recipe (model, optimizer, learning-rate schedule, batch size, seed) for the
 preset's number of updates, except the budget-matched baselines and any ``ARM@FRACTION``, which train for that

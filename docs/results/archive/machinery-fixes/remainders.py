@@ -2,7 +2,7 @@
 own (before) or carried into the next chunk (after); uniform keep 0.7, 2,048 and 4,096 tokens, a chunk
 every 50 and every 5 batches.
 
-    python docs/results/machinery-fixes/remainders.py data-bin/multi30k.de-en
+    python docs/results/archive/machinery-fixes/remainders.py data-bin/multi30k.de-en
 """
 import sys
 
