@@ -210,7 +210,7 @@ class AutoAssistRuntime:
 
     # ------------------------------------------------------------ logs
     def metrics(self):
-        """Plain scalars for fairseq's training logs (see the README's "What the logs show")."""
+        """Plain scalars for fairseq's training logs (see docs/how-it-works.md, "What the logs show")."""
         stats = self.stream.latest_stats
         out = {
             "aa_kept": stats.kept_pairs / max(stats.candidate_pairs, 1),

@@ -5,7 +5,7 @@
 #   MULTI30K_RAW_DIR=../shared/data/multi30k EPOCHS=20 POLICY=assistant bash scripts/run_multi30k.sh
 #
 # POLICY defaults to learnable with --autoassist-base-prob 0.1: the one rule that uses the Assistant and measured
-# no worse than any other on this project's benchmarks (README.md, "Which policy for which corpus"); the paper's
+# no worse than any other on this project's benchmarks (README.md, the table of corpora); the paper's
 # rule is POLICY=assistant, the stock task POLICY=none.
 # Without --raw-dir (or $MULTI30K_RAW_DIR) the raw files are downloaded into data/multi30k.
 # Outputs: data-bin/multi30k.de-en/ (prepared data), checkpoints/multi30k-$POLICY/ (checkpoints,

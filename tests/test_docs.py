@@ -32,3 +32,15 @@ def test_every_link_in_the_documentation_resolves():
                         os.path.join(os.path.dirname(page), target)):
                     broken.append(f"{os.path.relpath(page, ROOT)}: {target}")
     assert broken == []
+
+
+def test_the_readme_is_read_in_two_minutes_with_the_two_commands_on_its_first_screen():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        test_command = f.read().strip().splitlines()[-1]
+    assert len(lines) <= 120
+    first_screen = "\n".join(lines[:40])
+    assert "| your corpus | use | what to expect" in first_screen
+    assert "bash scripts/run_multi30k.sh" in first_screen
+    assert test_command in first_screen  # CI runs exactly the README's test command

@@ -99,6 +99,20 @@ def test_autoassist_shrinks_epochs_resumes_and_generates(prepared_data, tmp_path
     ).stdout
     assert len(re.findall(r"^H-\d+\t", generated, flags=re.M)) == 40
 
+    # The README's translation of raw text: sentencepiece in and out, through fairseq's own fairseq-interactive.
+    with open(os.path.join(prepared_data, "raw", "test.de"), encoding="utf-8") as f:
+        raw = "".join(f.readlines()[:3])
+    translated = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.interactive", prepared_data, "--user-dir",
+         os.path.join(ROOT, "fairseq_autoassist"), "--task", "autoassist_translation",
+         "--path", str(save_dir / "checkpoint_last.pt"), "--source-lang", "de", "--target-lang", "en", "--beam", "2",
+         "--bpe", "sentencepiece", "--sentencepiece-model", os.path.join(prepared_data, "spm.model"), "--cpu"],
+        input=raw, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    sources = re.findall(r"^S-\d+\t(.*)$", translated, flags=re.M)
+    hypotheses = re.findall(r"^D-\d+\t\S+\t(.*)$", translated, flags=re.M)
+    assert len(hypotheses) == 3 and all(hypothesis and "\u2581" not in hypothesis for hypothesis in hypotheses)
+    assert sources and all("\u2581" in source for source in sources)  # the raw input was encoded on the way in
+
     report = tmp_path / "bleu.json"
     printed = run_script(
         "-m", "fairseq_autoassist.evaluate", "--checkpoint", str(save_dir / "checkpoint_last.pt"),

@@ -106,14 +106,6 @@ def test_the_options_page_lists_every_option_as_the_code_declares_it():
         assert f.read() == options_page()
 
 
-def test_the_readme_fits_a_few_screens_and_every_link_in_it_resolves():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    assert len(readme.splitlines()) < 250
-    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
-        assert os.path.exists(os.path.join(ROOT, target)), target
-
-
 def test_data_folder_problems_name_the_fix(tmp_path):
     with pytest.raises(AutoAssistConfigError, match="does not exist; pass a prepared data-bin folder"):
         check_data_folders(str(tmp_path / "nowhere"), "de", "en")

@@ -175,4 +175,4 @@ def test_an_undefined_metric_weighs_nothing_in_fairseqs_epoch_mean():
         log_runtime_metrics({"aa_auc_seen": 0.6, "aa_auc_new": float("nan")})
     values = epoch.get_smoothed_values()
     assert values["aa_auc_seen"] == pytest.approx(0.7)
-    assert math.isnan(values["aa_auc_new"])  # never defined: NaN, as the README's logs section says
+    assert math.isnan(values["aa_auc_new"])  # never defined: NaN, as docs/how-it-works.md's logs section says
