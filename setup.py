@@ -1,12 +1,13 @@
 from setuptools import find_packages, setup
 
-# The console commands, declared once in the package (fairseq_autoassist/commands.py, which imports nothing).
+# The version and the console commands, declared once in the package (fairseq_autoassist/commands.py, which imports
+# nothing).
 commands = {}
 exec(open("fairseq_autoassist/commands.py", encoding="utf-8").read(), commands)
 
 setup(
     name="fairseq-autoassist",
-    version="0.1.0",
+    version=commands["VERSION"],
     description=(
         "AutoAssist (Zhang, Yu, Dhillon, NeurIPS 2019) for fairseq: a tiny Assistant model "
         "drops trivial sentence pairs before the Transformer spends compute on them."

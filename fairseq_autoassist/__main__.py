@@ -1,5 +1,5 @@
 """``python -m fairseq_autoassist --help``: every ``--autoassist-*`` option with its default and help, and the
-console commands; ``--options-page`` prints docs/options.md.
+console commands; ``--version`` prints the version, ``--options-page`` docs/options.md.
 
 fairseq 0.12's ``fairseq-train --help`` does not list a task's options.
 """
@@ -7,7 +7,7 @@ fairseq 0.12's ``fairseq-train --help`` does not list a task's options.
 import argparse
 import sys
 
-from .commands import COMMANDS
+from .commands import COMMANDS, VERSION
 from .option_fields import option_fields
 from .options import AutoAssistOptions, flag, options_page
 
@@ -33,6 +33,8 @@ def parser():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--options-page"]:
         sys.stdout.write(options_page())
+    elif sys.argv[1:] == ["--version"]:
+        print(f"fairseq-autoassist {VERSION}")
     else:
         parser().print_help()
     sys.exit(0)

@@ -1,5 +1,8 @@
-"""The console commands ``pip install`` gives (setup.py reads this file; ``python -m fairseq_autoassist --help`` lists
-them). No imports: setup.py runs it before anything is installed."""
+"""The package's version and the console commands ``pip install`` gives, each declared once (setup.py reads this file;
+``python -m fairseq_autoassist --help`` lists the commands, ``--version`` prints the version). No imports: setup.py
+runs it before anything is installed."""
+
+VERSION = "0.2.0"
 
 COMMANDS = {
     "autoassist-prepare": ("fairseq_autoassist.prepare_corpus:main",

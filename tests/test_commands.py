@@ -9,9 +9,15 @@ import sys
 
 import pytest
 
-from fairseq_autoassist.commands import COMMANDS
+from fairseq_autoassist.commands import COMMANDS, VERSION
 
 from .conftest import ROOT, run_script
+
+
+def test_the_changelog_opens_with_this_version():
+    with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
+        headings = [line for line in f.read().splitlines() if line.startswith("## ")]
+    assert headings[0].startswith(f"## {VERSION} ")
 
 
 def test_the_options_help_lists_every_console_command():
@@ -43,6 +49,9 @@ def test_a_pip_install_gives_every_console_command_without_the_repository(tmp_pa
     where = subprocess.run([str(fresh_python), "-c", "import fairseq_autoassist; print(fairseq_autoassist.__file__)"],
                            check=True, capture_output=True, text=True, cwd=tmp_path).stdout
     assert where.startswith(fresh_site), where
+    version = subprocess.run([str(fresh_python), "-m", "fairseq_autoassist", "--version"], check=True,
+                             capture_output=True, text=True, cwd=tmp_path).stdout
+    assert version == f"fairseq-autoassist {VERSION}\n"
     for name in COMMANDS:
         result = subprocess.run([str(fresh / "bin" / name), "--help"], capture_output=True, text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-2000:]
