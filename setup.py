@@ -25,7 +25,7 @@ setup(
         "sacrebleu>=2.0",
         "sentencepiece",
         "numpy",
-        "pycld2",  # language identification for the cleaning step (fairseq_autoassist/cleaning.py)
+        "pycld2",  # language identification for the cleaning step (fairseq_autoassist/corpus/cleaning.py)
     ],
     extras_require={"test": ["pytest", "hypothesis"], "plots": ["matplotlib"]},
     entry_points={"console_scripts": [f"{name} = {target}" for name, (target, _) in commands["COMMANDS"].items()]},

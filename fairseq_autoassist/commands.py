@@ -5,15 +5,15 @@ runs it before anything is installed."""
 VERSION = "0.2.0"
 
 COMMANDS = {
-    "autoassist-prepare": ("fairseq_autoassist.prepare_corpus:main",
+    "autoassist-prepare": ("fairseq_autoassist.corpus.prepare_corpus:main",
                            "any parallel corpus, any language pair, to a fairseq data-bin folder"),
     "autoassist-evaluate": ("fairseq_autoassist.evaluate:main",
                             "sacreBLEU and chrF, with signatures, of a checkpoint on a prepared split"),
-    "autoassist-score": ("fairseq_autoassist.reference_scores:main",
+    "autoassist-score": ("fairseq_autoassist.reference.scores:main",
                          "every pair's per-token loss under a trained checkpoint (a reference model), beside the data"),
-    "autoassist-reference": ("fairseq_autoassist.reference_models:main",
+    "autoassist-reference": ("fairseq_autoassist.reference.models:main",
                              "reference models by recipe (two halves, or a trusted corpus): their scores and cost"),
-    "autoassist-filter": ("fairseq_autoassist.filter_pairs:main",
+    "autoassist-filter": ("fairseq_autoassist.reference.filter_pairs:main",
                           "a prepared folder without the pairs two reference models find unlikely (dual "
                           "cross-entropy)"),
     "autoassist-benchmark": ("fairseq_autoassist.benchmark.command:main",

@@ -21,10 +21,10 @@ import numpy as np
 from . import distributed
 from .assistant import Assistant, AssistantConfig
 from .data import ShrinkingBatchStream
+from .data.noise_list import read_noise
 from .errors import AutoAssistConfigError
 from .loss_log import LossLog
 from .options import RuntimeOptions, build
-from .raw_corpus import read_noise
 from .selection import (
     SelectionOptions,
     SelectionSchedule,
@@ -40,7 +40,7 @@ CHECKPOINT_VERSION = 4
 
 
 def read_flagged_pairs(path, num_pairs):
-    """The pairs listed in a ``noise.tsv`` (``raw_corpus.read_noise``) as a boolean mask."""
+    """The pairs listed in a ``noise.tsv`` (``data.noise_list.read_noise``) as a boolean mask."""
     try:
         ids = np.asarray(list(read_noise(path)), dtype=np.int64)
     except (OSError, ValueError) as error:

@@ -38,7 +38,7 @@ import time
 
 from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, timed_arms, training_args
 from fairseq_autoassist.benchmark.figures import MIN_TIMING_SESSIONS
-from fairseq_autoassist.raw_corpus import exit_code
+from fairseq_autoassist.corpus.raw_corpus import exit_code
 from fairseq_autoassist.recipes import (TRAINING_MALLOC_ENV, build_trainer, reexec_under_training_malloc,
                                         require_prepared, write_atomically)
 

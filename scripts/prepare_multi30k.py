@@ -7,7 +7,7 @@
 Reads ``{train,val,test_2016_flickr}.{src,tgt}[.gz]`` from ``--raw-dir`` (downloading them from the public Multi30K
 repository when the folder lacks them) and any later test set present (``test_2017_flickr``, ...: fairseq's splits
 ``test1``, ``test2``, ... in the order of their names; never downloaded), and prepares them as
-``autoassist-prepare --input RAW_DIR`` does (``fairseq_autoassist/prepare_corpus.py``: one joint sentencepiece model,
+``autoassist-prepare --input RAW_DIR`` does (``fairseq_autoassist/corpus/prepare_corpus.py``: one joint sentencepiece model,
 ``fairseq-preprocess --joined-dictionary``, ``spm.model`` and ``raw/`` beside the data, the ``noise.tsv`` of a noisy
 copy with its clean-only oracle) into ``--dest`` (default ``data-bin/multi30k.SRC-TGT``).
 """
@@ -20,10 +20,10 @@ import sys
 import urllib.error
 import urllib.request
 
-from fairseq_autoassist.cleaning import add_arguments as add_cleaning_arguments
-from fairseq_autoassist.cleaning import options_from
-from fairseq_autoassist.prepare_corpus import prepare as prepare_corpus
-from fairseq_autoassist.raw_corpus import PreparationError, exit_code, find_raw_file
+from fairseq_autoassist.corpus.cleaning import add_arguments as add_cleaning_arguments
+from fairseq_autoassist.corpus.cleaning import options_from
+from fairseq_autoassist.corpus.prepare_corpus import prepare as prepare_corpus
+from fairseq_autoassist.corpus.raw_corpus import PreparationError, exit_code, find_raw_file
 from fairseq_autoassist.recipes import ROOT
 
 logger = logging.getLogger("prepare_multi30k")

@@ -5,7 +5,7 @@
         --multi30k-test ../shared/data/multi30k --newstest ../shared/data/wmt21-newstest-deen
 
 The same as ``autoassist-prepare --input deu-eng.zip --src de --tgt en --columns 2,1 --split-by target
---valid-groups 2000 --test-groups 2000`` with the other domains' test sets (``fairseq_autoassist/prepare_corpus.py``):
+--valid-groups 2000 --test-groups 2000`` with the other domains' test sets (``fairseq_autoassist/corpus/prepare_corpus.py``):
 it reads the zip as shipped (``deu.txt``: ``English<TAB>German`` per line; a third column, the attribution of newer
 releases, is ignored) or the extracted text file, drops pairs with an empty side, and splits **by English
 sentence**: every pair of one English sentence lands in one split (many have several German translations, which
@@ -24,8 +24,8 @@ import os
 import sys
 import zipfile
 
-from fairseq_autoassist.prepare_corpus import prepare as prepare_corpus
-from fairseq_autoassist.raw_corpus import PreparationError, exit_code
+from fairseq_autoassist.corpus.prepare_corpus import prepare as prepare_corpus
+from fairseq_autoassist.corpus.raw_corpus import PreparationError, exit_code
 from fairseq_autoassist.recipes import ROOT
 
 logger = logging.getLogger("prepare_tatoeba")

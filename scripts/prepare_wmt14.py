@@ -16,7 +16,7 @@ archives fetched from statmt.org, when the host is reachable.
 
 The files found are written as one line-aligned folder (the training corpora one after another, newstest2013 as
 validation, newstest2014 as the test set ``test_newstest2014``), which ``autoassist-prepare`` prepares
-(``fairseq_autoassist/prepare_corpus.py``, with progress and the time of each stage in the log and prepare.json):
+(``fairseq_autoassist/corpus/prepare_corpus.py``, with progress and the time of each stage in the log and prepare.json):
 pairs with an empty side dropped, then fairseq's WMT filters as cleaning rules (exact duplicate pairs, a side
 outside 1-250 sentencepiece pieces, a length ratio above 1.5: ``clean-corpus-n.perl -ratio 1.5 ... 1 250`` on
 subwords, measured with a model trained on the uncleaned pairs), one joint sentencepiece model (``--vocab-size``,
@@ -35,10 +35,10 @@ import tarfile
 import tempfile
 import urllib.request
 
-from fairseq_autoassist.cleaning import CleaningOptions
-from fairseq_autoassist.preparation import write_manifest
-from fairseq_autoassist.prepare_corpus import prepare as prepare_corpus
-from fairseq_autoassist.raw_corpus import (PreparationError, check_side_by_side, exit_code, nonempty_pairs, read_lines,
+from fairseq_autoassist.corpus.cleaning import CleaningOptions
+from fairseq_autoassist.corpus.preparation import write_manifest
+from fairseq_autoassist.corpus.prepare_corpus import prepare as prepare_corpus
+from fairseq_autoassist.corpus.raw_corpus import (PreparationError, check_side_by_side, exit_code, nonempty_pairs, read_lines,
                                            read_parallel)
 
 logger = logging.getLogger("prepare_wmt14")

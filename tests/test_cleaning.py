@@ -1,4 +1,4 @@
-"""Static cleaning (fairseq_autoassist/cleaning.py): each rule removes what it names and keeps clean pairs."""
+"""Static cleaning (fairseq_autoassist/corpus/cleaning.py): each rule removes what it names and keeps clean pairs."""
 
 import argparse
 import builtins
@@ -6,9 +6,9 @@ import builtins
 import numpy as np
 import pytest
 
-from fairseq_autoassist import cleaning
-from fairseq_autoassist.cleaning import CleaningOptions, clean
-from fairseq_autoassist.raw_corpus import PreparationError
+from fairseq_autoassist.corpus import cleaning
+from fairseq_autoassist.corpus.cleaning import CleaningOptions, clean
+from fairseq_autoassist.corpus.raw_corpus import PreparationError
 
 CLEAN = ("Ein Hund rennt über die Wiese.", "A dog runs across the meadow.")
 
@@ -80,7 +80,7 @@ def test_the_paracrawl_reader_takes_both_layouts_and_refuses_an_unknown_judgemen
 def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_label(raw_corpus, tmp_path):
     import gzip
 
-    from fairseq_autoassist.raw_corpus import read_noise, read_parallel
+    from fairseq_autoassist.corpus.raw_corpus import read_noise, read_parallel
     from scripts.research.paracrawl_report import report
 
     with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
@@ -201,8 +201,8 @@ def test_languages_compare_by_their_primary_subtag():
 
 
 def test_dual_cross_entropy_removes_a_misaligned_pair_and_keeps_a_clean_one():
-    from fairseq_autoassist.cleaning import dual_cross_entropy
-    from fairseq_autoassist.filter_pairs import kept_by_dual_cross_entropy
+    from fairseq_autoassist.corpus.cleaning import dual_cross_entropy
+    from fairseq_autoassist.reference.filter_pairs import kept_by_dual_cross_entropy
 
     # Per-token cross-entropies of four pairs under a model of each direction: a clean pair (both low, alike), a
     # pair whose target is another sentence's (both high), an untranslated copy (one direction finds the copy

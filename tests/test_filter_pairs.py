@@ -1,4 +1,4 @@
-"""autoassist-filter (fairseq_autoassist/filter_pairs.py): a prepared noisy folder without the pairs of the worst
+"""autoassist-filter (fairseq_autoassist/reference/filter_pairs.py): a prepared noisy folder without the pairs of the worst
 dual cross-entropy, its other splits and dictionary untouched, its noise list following the kept pairs."""
 
 import json
@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from fairseq_autoassist.raw_corpus import NOISE_LIST, read_noise
+from fairseq_autoassist.corpus.raw_corpus import NOISE_LIST, read_noise
 
 from .conftest import run_script
 
 
 @pytest.mark.slow
 def test_the_filtered_folder_keeps_the_datas_pieces_and_reports_what_it_removed(raw_corpus, tmp_path):
-    from fairseq_autoassist.reference_models import load_split
+    from fairseq_autoassist.reference.models import load_split
     from scripts import prepare_multi30k
     from scripts.research import make_noisy_corpus
 
@@ -29,7 +29,7 @@ def test_the_filtered_folder_keeps_the_datas_pieces_and_reports_what_it_removed(
     np.save(tmp_path / "fwd.npy", forward)
     np.save(tmp_path / "bwd.npy", backward)
     dest = tmp_path / "filtered"
-    run_script("-m", "fairseq_autoassist.filter_pairs", "--data", str(data), "--dual-xent", str(tmp_path / "fwd.npy"),
+    run_script("-m", "fairseq_autoassist.reference.filter_pairs", "--data", str(data), "--dual-xent", str(tmp_path / "fwd.npy"),
                str(tmp_path / "bwd.npy"), "--above", "3.0", "--dest", str(dest))
     info = json.loads((dest / "prepare.json").read_text())
     report = info["filtered"]
@@ -43,7 +43,7 @@ def test_the_filtered_folder_keeps_the_datas_pieces_and_reports_what_it_removed(
     kept, _ = load_split(str(dest), "train", "en")
     original, _ = load_split(str(data), "train", "en")
     assert len(kept) == 300 and all(kept[n].tolist() == original[i].tolist() for n, i in enumerate(clean))
-    refused = run_script("-m", "fairseq_autoassist.filter_pairs", "--data", str(data), "--dual-xent",
+    refused = run_script("-m", "fairseq_autoassist.reference.filter_pairs", "--data", str(data), "--dual-xent",
                          str(tmp_path / "fwd.npy"), str(tmp_path / "missing.npy"), "--above", "3.0", "--dest",
                          str(tmp_path / "refused"), check=False)
     assert refused.returncode == 2 and "missing.npy does not exist" in refused.stdout

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fairseq_autoassist.raw_corpus import KINDS, PreparationError, corrupt, kind_counts, read_noise, read_parallel
+from fairseq_autoassist.corpus.raw_corpus import KINDS, PreparationError, corrupt, kind_counts, read_noise, read_parallel
 from fairseq_autoassist.recipes import write_synthetic_multi30k
 from scripts.research import make_noisy_corpus as noisy
 
@@ -79,7 +79,7 @@ def test_a_prepared_noisy_copy_carries_its_clean_only_oracle(tmp_path, raw_corpu
 
 @pytest.mark.slow
 def test_cleaning_a_noisy_copy_reports_each_rule_by_kind_and_remaps_the_noise_list(tmp_path, raw_corpus):
-    from fairseq_autoassist.cleaning import CleaningOptions
+    from fairseq_autoassist.corpus.cleaning import CleaningOptions
     from scripts import prepare_multi30k
 
     noisy.make_noisy_corpus(raw_corpus, str(tmp_path / "noisy"), "de", "en", share=0.25, seed=3)

@@ -1,4 +1,4 @@
-"""autoassist-prepare (fairseq_autoassist/prepare_corpus.py): every input form on tiny files, splits by group that
+"""autoassist-prepare (fairseq_autoassist/corpus/prepare_corpus.py): every input form on tiny files, splits by group that
 no group straddles, a made-up language pair with a side without spaces, and one-line errors."""
 
 import gzip
@@ -10,8 +10,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from fairseq_autoassist import prepare_corpus
-from fairseq_autoassist.raw_corpus import PreparationError
+from fairseq_autoassist.corpus import prepare_corpus
+from fairseq_autoassist.corpus.raw_corpus import PreparationError
 
 from .conftest import run_script
 
@@ -99,7 +99,7 @@ def test_a_made_up_pair_without_spaces_is_prepared_trained_and_evaluated_end_to_
     write_sides(tmp_path / "raw", "test", made_up_pairs(20, seed=9))  # the corpus' own test set: a second opinion
     (tmp_path / "chunks.tsv").write_text(table)
     dest = tmp_path / "data-bin" / "made-up.xx-yy"
-    printed = run_script("-m", "fairseq_autoassist.prepare_corpus", "--input", str(tmp_path / "raw"), "--src", "xx",
+    printed = run_script("-m", "fairseq_autoassist.corpus.prepare_corpus", "--input", str(tmp_path / "raw"), "--src", "xx",
                          "--tgt", "yy", "--split-by", f"chunks:{tmp_path / 'chunks.tsv'}", "--valid-groups", "2",
                          "--test-groups", "2", "--vocab-size", "60", "--character-coverage", "0.9995", "--workers", "1",
                          "--dest", str(dest)).stdout
@@ -150,19 +150,19 @@ def test_a_folder_with_its_own_splits_and_the_cleaning_with_a_contradicted_langu
          "Une femme lit un livre dans le parc.", "Le chien court sur la plage avec un ballon rouge."] * 10)]
     for stem in ("train", "valid", "test"):
         write_sides(tmp_path / "fr", stem, french, langs=("de", "yy"))
-    refused = run_script("-m", "fairseq_autoassist.prepare_corpus", "--input", str(tmp_path / "fr"), "--src", "de",
+    refused = run_script("-m", "fairseq_autoassist.corpus.prepare_corpus", "--input", str(tmp_path / "fr"), "--src", "de",
                          "--tgt", "yy", "--clean", "--dest", str(tmp_path / "refused"), check=False)
     assert refused.returncode == 2 and "Traceback" not in refused.stdout
     assert "the source side is declared 'de' (--src de) but reads as 'fr'" in refused.stdout
     assert not (tmp_path / "refused" / "prepare.json").exists()
-    missing = run_script("-m", "fairseq_autoassist.prepare_corpus", "--input", str(tmp_path / "fr"), "--src", "fr",
+    missing = run_script("-m", "fairseq_autoassist.corpus.prepare_corpus", "--input", str(tmp_path / "fr"), "--src", "fr",
                          "--tgt", "yy", "--dest", str(tmp_path / "refused"), check=False)
     assert missing.returncode == 2 and "has no train.fr[.gz] and train.yy[.gz]; check --input and --src/--tgt" \
         in missing.stdout
 
 
 def test_moses_tokenized_english_reads_as_raw_text():
-    from fairseq_autoassist.detokenize import detokenized
+    from fairseq_autoassist.corpus.detokenize import detokenized
 
     assert detokenized("no problems . it &apos;s all taken care of . ") == "No problems. It's all taken care of."
     assert detokenized("i didn &apos;t get it , ross . do n&apos;t go !") == "I didn't get it, ross. Don't go!"

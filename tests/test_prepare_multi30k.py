@@ -1,12 +1,12 @@
 """scripts/prepare_multi30k.py, a preset of autoassist-prepare: bad raw input stops with a message that names the
-file (the reading is fairseq_autoassist/raw_corpus.py's), and a noisy copy's list follows its pairs."""
+file (the reading is fairseq_autoassist/corpus/raw_corpus.py's), and a noisy copy's list follows its pairs."""
 
 import gzip
 import logging
 
 import pytest
 
-from fairseq_autoassist import raw_corpus
+from fairseq_autoassist.corpus import raw_corpus
 from fairseq_autoassist.recipes import write_synthetic_multi30k
 from scripts import prepare_multi30k as prepare
 

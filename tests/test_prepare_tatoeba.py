@@ -8,8 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from fairseq_autoassist.prepare_corpus import group_keys, read_table, split_off
-from fairseq_autoassist.raw_corpus import PreparationError
+from fairseq_autoassist.corpus.prepare_corpus import group_keys, read_table, split_off
+from fairseq_autoassist.corpus.raw_corpus import PreparationError
 from scripts import prepare_tatoeba as prepare
 
 from .conftest import run_script

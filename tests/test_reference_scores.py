@@ -1,4 +1,4 @@
-"""autoassist-score (fairseq_autoassist/reference_scores.py): every training pair's per-token loss under a tiny
+"""autoassist-score (fairseq_autoassist/reference/scores.py): every training pair's per-token loss under a tiny
 trained model equals the criterion's own, in either direction; a killed run resumes; bad input is one line."""
 
 import json
@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from fairseq_autoassist.raw_corpus import write_noise
+from fairseq_autoassist.corpus.raw_corpus import write_noise
 from fairseq_autoassist.recipes import recipe
 
 from .conftest import run_script
@@ -33,7 +33,7 @@ def criterion_nll_per_pair(checkpoint, data):
     import torch
     from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
 
-    from fairseq_autoassist.reference_scores import load_reference
+    from fairseq_autoassist.reference.scores import load_reference
 
     model, task = load_reference(checkpoint, data, "cpu")
     task.load_dataset("train")
@@ -51,7 +51,7 @@ def criterion_nll_per_pair(checkpoint, data):
 @pytest.mark.slow
 def test_scores_equal_the_criterions_loss_in_both_directions_and_resume(prepared_data, reference_checkpoints,
                                                                        tmp_path):
-    from fairseq_autoassist import reference_scores
+    from fairseq_autoassist.reference import scores as reference_scores
 
     by_direction = {}
     for (src, tgt), checkpoint in reference_checkpoints.items():
@@ -82,13 +82,13 @@ def test_scores_equal_the_criterions_loss_in_both_directions_and_resume(prepared
 
 @pytest.mark.slow
 def test_bad_input_stops_with_one_line(prepared_data, reference_checkpoints, tmp_path):
-    missing = run_script("-m", "fairseq_autoassist.reference_scores", "--checkpoint", str(tmp_path / "none.pt"),
+    missing = run_script("-m", "fairseq_autoassist.reference.scores", "--checkpoint", str(tmp_path / "none.pt"),
                          "--data", prepared_data, check=False)
     assert missing.returncode == 2 and "--checkpoint" in missing.stdout and "does not exist" in missing.stdout
     assert "Traceback" not in missing.stdout
     wrong = tmp_path / "wrong.npy"
     np.save(wrong, np.zeros(3, dtype=np.float32))
-    mismatch = run_script("-m", "fairseq_autoassist.reference_scores", "--checkpoint",
+    mismatch = run_script("-m", "fairseq_autoassist.reference.scores", "--checkpoint",
                           reference_checkpoints["de", "en"], "--data", prepared_data, "--output", str(wrong),
                           check=False)
     assert mismatch.returncode == 2 and "holds 3 float32 scores" in mismatch.stdout and "--restart" in mismatch.stdout
@@ -98,7 +98,8 @@ def test_bad_input_stops_with_one_line(prepared_data, reference_checkpoints, tmp
 def test_two_halves_score_every_pair_with_the_model_that_did_not_see_it(prepared_data, tmp_path):
     import shutil
 
-    from fairseq_autoassist import reference_models, reference_scores
+    from fairseq_autoassist.reference import models as reference_models
+    from fairseq_autoassist.reference import scores as reference_scores
 
     data = str(tmp_path / "data")
     shutil.copytree(prepared_data, data)
@@ -150,7 +151,7 @@ def test_two_halves_score_every_pair_with_the_model_that_did_not_see_it(prepared
     np.testing.assert_allclose(reverse_scores[half == 0], np.load(check)[half == 0], rtol=1e-5, atol=1e-6)
     # Another budget on the same folder would resume the old models and keep their scores: refused, naming what to
     # remove.
-    refused = run_script("-m", "fairseq_autoassist.reference_models", "--data", data, "--recipe", "two-halves",
+    refused = run_script("-m", "fairseq_autoassist.reference.models", "--data", data, "--recipe", "two-halves",
                          "--max-update", "30", check=False)
     assert refused.returncode == 2 and "max_update 20 (now 30)" in refused.stdout
     assert "two-halves.npy" in refused.stdout and "Traceback" not in refused.stdout
@@ -161,7 +162,7 @@ def test_a_trusted_corpus_in_the_datas_own_pieces_scores_every_pair(prepared_dat
     import os
     import shutil
 
-    from fairseq_autoassist import reference_models
+    from fairseq_autoassist.reference import models as reference_models
 
     data = str(tmp_path / "data")
     shutil.copytree(prepared_data, data)
@@ -171,7 +172,7 @@ def test_a_trusted_corpus_in_the_datas_own_pieces_scores_every_pair(prepared_dat
     assert info["scored"] == info["pairs"] and info["models"][0]["pairs"] == 40
     folder = tmp_path / "data" / "reference" / "trusted" / "corpus"
     assert (folder / "dict.de.txt").read_text() == (tmp_path / "data" / "dict.de.txt").read_text()
-    refused = run_script("-m", "fairseq_autoassist.reference_models", "--data", data, "--recipe", "trusted",
+    refused = run_script("-m", "fairseq_autoassist.reference.models", "--data", data, "--recipe", "trusted",
                          "--max-update", "5", check=False)
     assert refused.returncode == 2 and "--recipe trusted needs --trusted SRC_FILE TGT_FILE" in refused.stdout
 

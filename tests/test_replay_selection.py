@@ -7,7 +7,7 @@ import pytest
 
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import LossLog
-from fairseq_autoassist.raw_corpus import write_noise
+from fairseq_autoassist.corpus.raw_corpus import write_noise
 from scripts.research.replay_selection import (
     comparison,
     describe_run,

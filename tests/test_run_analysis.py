@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from fairseq_autoassist.raw_corpus import PreparationError
+from fairseq_autoassist.corpus.raw_corpus import PreparationError
 from scripts.research import bleu_breakdown, skipped_pairs_report
 
 REFERENCES = ["the cat sat .", "a dog ran .", "the quick brown fox jumps over the lazy dog ."]

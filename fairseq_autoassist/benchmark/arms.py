@@ -9,7 +9,7 @@ at their budgets form the budget frontier every other arm is placed on (``figure
 import argparse
 import os
 
-from ..raw_corpus import CLEAN_ONLY, NOISE_LIST, SCORES_FOLDER
+from ..corpus.raw_corpus import CLEAN_ONLY, NOISE_LIST, SCORES_FOLDER
 from ..recipes import recipe
 
 # Skip the pairs whose loss is below the running 0.3 quantile (learned), none as unlearnable, floor 0.1: about 0.73 kept.

@@ -141,7 +141,7 @@ def smoke_data(out):
     dest = os.path.join(out, "data-bin")
     if not os.path.isfile(os.path.join(dest, "prepare.json")):
         raw = write_synthetic_multi30k(os.path.join(out, "raw"))
-        run_command([sys.executable, "-m", "fairseq_autoassist.prepare_corpus", "--input", raw, "--src", "de",
+        run_command([sys.executable, "-m", "fairseq_autoassist.corpus.prepare_corpus", "--input", raw, "--src", "de",
                      "--tgt", "en", "--dest", dest, "--vocab-size", "120", "--workers", "1"],
                     os.path.join(out, "prepare.log"))
     return dest

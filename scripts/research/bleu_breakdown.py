@@ -28,7 +28,7 @@ from fairseq_autoassist.benchmark.arms import in_table_order
 from fairseq_autoassist.benchmark.report import bucket_labels
 from fairseq_autoassist.benchmark.runs import finished_run_dirs
 from fairseq_autoassist.errors import AutoAssistConfigError
-from fairseq_autoassist.raw_corpus import PreparationError, exit_code
+from fairseq_autoassist.corpus.raw_corpus import PreparationError, exit_code
 from fairseq_autoassist.recipes import require_prepared, split_named, write_report
 
 logger = logging.getLogger("bleu_breakdown")

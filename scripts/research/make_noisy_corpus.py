@@ -26,7 +26,7 @@ import logging
 import os
 import sys
 
-from fairseq_autoassist.raw_corpus import KINDS, corrupt, exit_code, read_parallel, write_noisy_copy
+from fairseq_autoassist.corpus.raw_corpus import KINDS, corrupt, exit_code, read_parallel, write_noisy_copy
 
 logger = logging.getLogger("make_noisy_corpus")
 

@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from fairseq_autoassist.benchmark.arms import PRESETS, arm_argument, arm_spec, training_args
-from fairseq_autoassist.raw_corpus import exit_code
+from fairseq_autoassist.corpus.raw_corpus import exit_code
 from fairseq_autoassist.recipes import build_trainer, reexec_under_training_malloc, require_prepared
 
 logger = logging.getLogger("overhead_sources")

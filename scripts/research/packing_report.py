@@ -24,7 +24,7 @@ import numpy as np
 
 from fairseq_autoassist.benchmark.arms import PACKING_ARMS, PRESETS, arm_argument, noise_list, training_args
 from fairseq_autoassist.data.packing import update_weight_shares
-from fairseq_autoassist.raw_corpus import read_noise
+from fairseq_autoassist.corpus.raw_corpus import read_noise
 from fairseq_autoassist.recipes import build_trainer, write_report
 
 logger = logging.getLogger("packing_report")

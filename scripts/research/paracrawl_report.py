@@ -7,7 +7,7 @@
 Mixes the 5,000 ParaCrawl English-German pairs (each judged V valid, A misaligned, MT machine translation,
 E translation error, F free translation, L wrong language, T tokenization) into a German-English training corpus
 (Multi30K's training pairs), encodes the mixture with one joint sentencepiece model, and reports for each label:
-the share the cleaning rules keep (``fairseq_autoassist.cleaning``: the defaults, and with the lexical rule), and
+the share the cleaning rules keep (``fairseq_autoassist.corpus.cleaning``: the defaults, and with the lexical rule), and
 the ROC AUC with which each pair feature (``fairseq_autoassist.assistant.bilingual``: higher should mean a better
 pair) ranks V above A+L and above every other label, beside the AUC of the bicleaner score ParaCrawl's own
 pipeline gave each pair. Features are computed as at training start, from the whole mixture. Then what the features
@@ -37,10 +37,10 @@ import tempfile
 import numpy as np
 
 from fairseq_autoassist.assistant import bilingual
-from fairseq_autoassist.cleaning import (CleaningOptions, check_declared_languages, clean, language_detector,
+from fairseq_autoassist.corpus.cleaning import (CleaningOptions, check_declared_languages, clean, language_detector,
                                         lexical_rule, pair_features)
-from fairseq_autoassist.preparation import train_sentencepiece
-from fairseq_autoassist.raw_corpus import KINDS, PreparationError, corrupt, exit_code, read_parallel, write_noisy_copy
+from fairseq_autoassist.corpus.preparation import train_sentencepiece
+from fairseq_autoassist.corpus.raw_corpus import KINDS, PreparationError, corrupt, exit_code, read_parallel, write_noisy_copy
 from fairseq_autoassist.recipes import write_report
 
 logger = logging.getLogger("paracrawl_report")

@@ -36,11 +36,11 @@ import sys
 
 import numpy as np
 
-from fairseq_autoassist.cleaning import dual_cross_entropy
-from fairseq_autoassist.raw_corpus import NOISE_LIST, SCORES_FOLDER, PreparationError, exit_code, read_noise
+from fairseq_autoassist.corpus.cleaning import dual_cross_entropy
+from fairseq_autoassist.corpus.raw_corpus import NOISE_LIST, SCORES_FOLDER, PreparationError, exit_code, read_noise
 from fairseq_autoassist.recipes import require_prepared, write_report
-from fairseq_autoassist.reference_models import REFERENCE_FOLDER, halves_by_source, languages, model_folder, scores_name
-from fairseq_autoassist.reference_scores import read_scores, score_split
+from fairseq_autoassist.reference.models import REFERENCE_FOLDER, halves_by_source, languages, model_folder, scores_name
+from fairseq_autoassist.reference.scores import read_scores, score_split
 
 logger = logging.getLogger("reference_report")
 

@@ -21,7 +21,7 @@ import sys
 
 from fairseq_autoassist.benchmark.arms import in_table_order
 from fairseq_autoassist.benchmark.report import cell, seconds_cell
-from fairseq_autoassist.raw_corpus import exit_code
+from fairseq_autoassist.corpus.raw_corpus import exit_code
 from fairseq_autoassist.recipes import write_report
 
 logger = logging.getLogger("reference_results")

@@ -38,7 +38,7 @@ from fairseq_autoassist.data.iterator import load_replay_features
 from fairseq_autoassist.errors import AutoAssistConfigError
 from fairseq_autoassist.loss_log import read_loss_log
 from fairseq_autoassist.options import RuntimeOptions
-from fairseq_autoassist.raw_corpus import read_noise
+from fairseq_autoassist.corpus.raw_corpus import read_noise
 from fairseq_autoassist.runtime import feed_back
 from fairseq_autoassist.selection import (
     POLICIES,

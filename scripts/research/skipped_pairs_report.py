@@ -35,7 +35,7 @@ import numpy as np
 
 from fairseq_autoassist.benchmark.report import bucket_labels
 from fairseq_autoassist.errors import AutoAssistConfigError
-from fairseq_autoassist.raw_corpus import PreparationError, exit_code
+from fairseq_autoassist.corpus.raw_corpus import PreparationError, exit_code
 from fairseq_autoassist.recipes import data_languages, require_prepared, write_report
 
 logger = logging.getLogger("skipped_pairs_report")
@@ -89,7 +89,7 @@ def ends_a_sentence(side, symbols):
 
 def loss_fifths(losses_path, num_pairs):
     """The bucket names and index per pair of a ``--losses`` file by fifths of its scored pairs (unscored: last)."""
-    from fairseq_autoassist.reference_scores import read_scores
+    from fairseq_autoassist.reference.scores import read_scores
 
     losses = np.asarray(read_scores(losses_path, num_pairs), dtype=np.float64)
     scored = np.isfinite(losses)

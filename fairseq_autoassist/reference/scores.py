@@ -26,10 +26,10 @@ import time
 
 import numpy as np
 
-from .commands import command_parser
-from .compat import allow_fairseq_checkpoints
-from .raw_corpus import SCORES_FOLDER, PreparationError, exit_code
-from .recipes import PLUGIN_DIR, require_prepared, write_atomically
+from ..commands import command_parser
+from ..compat import allow_fairseq_checkpoints
+from ..corpus.raw_corpus import SCORES_FOLDER, PreparationError, exit_code
+from ..recipes import PLUGIN_DIR, require_prepared, write_atomically
 
 logger = logging.getLogger("autoassist-score")
 

@@ -44,7 +44,7 @@ import zipfile
 import numpy as np
 
 from .cleaning import add_arguments as add_cleaning_arguments, clean, options_from as cleaning_options
-from .commands import command_parser
+from ..commands import command_parser
 from .detokenize import detokenized
 from .preparation import train_sentencepiece, write_data_bin, write_manifest
 from .raw_corpus import (CLEAN_ONLY, NOISE_LIST, PreparationError, check_side_by_side, decode_lines, exit_code,

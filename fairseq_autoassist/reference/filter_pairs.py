@@ -23,11 +23,11 @@ import sys
 
 import numpy as np
 
-from .cleaning import dual_cross_entropy
-from .commands import command_parser
-from .raw_corpus import NOISE_LIST, exit_code, read_noise
-from .recipes import require_prepared
-from .reference_scores import read_scores
+from ..corpus.cleaning import dual_cross_entropy
+from ..commands import command_parser
+from ..corpus.raw_corpus import NOISE_LIST, exit_code, read_noise
+from ..recipes import require_prepared
+from .scores import read_scores
 
 logger = logging.getLogger("autoassist-filter")
 
@@ -48,7 +48,7 @@ def kept_by_dual_cross_entropy(scores, above=None, worst_share=None):
 
 def filter_folder(data, forward, backward, dest, above=None, worst_share=None):
     """Writes ``dest``: ``data`` with the training pairs the rule keeps; returns what its prepare.json says."""
-    from .reference_models import write_subset
+    from .models import write_subset
 
     info = require_prepared(data)
     pairs = info["pairs"]["train"]

@@ -29,12 +29,12 @@ import sys
 
 import numpy as np
 
-from .benchmark.logs import parse_epochs
-from .commands import command_parser
-from .raw_corpus import (NOISE_LIST, SCORES_FOLDER, PreparationError, check_side_by_side, exit_code, read_lines,
+from ..benchmark.logs import parse_epochs
+from ..commands import command_parser
+from ..corpus.raw_corpus import (NOISE_LIST, SCORES_FOLDER, PreparationError, check_side_by_side, exit_code, read_lines,
                          read_noise, write_noise)
-from .recipes import ARCHITECTURES, data_languages, recipe, require_prepared, run_logged, write_atomically
-from .reference_scores import score_split
+from ..recipes import ARCHITECTURES, data_languages, recipe, require_prepared, run_logged, write_atomically
+from .scores import score_split
 
 logger = logging.getLogger("autoassist-reference")
 

@@ -9,7 +9,8 @@ import shutil
 
 import numpy as np
 
-from .errors import AutoAssistConfigError
+from ..data.noise_list import NOISE_LIST, read_noise, write_noise  # noqa: F401  (the preparation reads them here)
+from ..errors import AutoAssistConfigError
 
 
 class PreparationError(RuntimeError):
@@ -87,19 +88,10 @@ def nonempty_pairs(sides):
     return [i for i, (source, target) in enumerate(zip(*sides)) if source.strip() and target.strip()]
 
 
-# The file of a noisy copy's corrupted pairs, written beside the raw corpus and carried into its data folder.
-NOISE_LIST = "noise.tsv"
 # The folder, inside a noisy copy's data folder, of the same corpus without those pairs (the clean-only oracle).
 CLEAN_ONLY = "clean-only"
 # The folder, inside a data folder, of its pairs' reference scores (autoassist-score, autoassist-reference).
 SCORES_FOLDER = "scores"
-
-
-def write_noise(path, noise):
-    """``noise.tsv``: a header, then ``line<TAB>kind`` for each corrupted pair (0-based lines)."""
-    with open(path, "w") as f:
-        f.write("line\tkind\n")
-        f.writelines(f"{line}\t{kind}\n" for line, kind in sorted(noise.items()))
 
 
 def write_noisy_copy(raw_dir, out, src, tgt, source, target, noise):
@@ -119,13 +111,6 @@ def write_noisy_copy(raw_dir, out, src, tgt, source, target, noise):
                 copied.append(os.path.basename(path))
     write_noise(os.path.join(out, NOISE_LIST), noise)
     return copied
-
-
-def read_noise(path):
-    """``{line: kind}`` from a ``noise.tsv`` written by ``write_noise``."""
-    with open(path) as f:
-        rows = [row.split("\t") for row in f.read().splitlines()[1:] if row.strip()]
-    return {int(row[0]): row[1] if len(row) > 1 else "" for row in rows}
 
 
 KINDS = {"misaligned": 0.30, "truncated": 0.20, "duplicate": 0.20, "untranslated": 0.15, "wrong_language": 0.15}

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .option_fields import option, option_fields, value_problem
+from ..option_fields import option, option_fields, value_problem
 from .raw_corpus import PreparationError
 
 RULES = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "lexical")
@@ -139,7 +139,7 @@ def pair_features(encode, vocab_size, source, target):
     """The ``PairFeatures`` of the pairs ``source``/``target`` (lists of text) as fairseq would binarize them:
     ``encode(texts) -> [piece ids]`` of a piece model of ``vocab_size`` pieces, ids placed after fairseq's special
     symbols, ``</s>`` last."""
-    from .assistant import CorpusSide, PairFeatures  # the package imports torch: only when the lexical rule runs
+    from ..assistant import CorpusSide, PairFeatures  # the package imports torch: only when the lexical rule runs
 
     def side(lines):
         rows = [np.r_[np.asarray(ids, dtype=np.int64) + SPECIAL_SYMBOLS, END_OF_SENTENCE] for ids in encode(lines)]
@@ -178,7 +178,7 @@ def lexical_rule(source, target, kept, below, encode, vocab_size):
     """The ``lexical`` rule over the pairs ``kept`` by the others: ``(kept, removed)``, the pairs whose lexical score
     lies more than ``below`` standard deviations below the mean of ``kept`` removed (``encode``, ``vocab_size``: of
     ``pair_features``)."""
-    from .assistant.bilingual import NAMES
+    from ..assistant.bilingual import NAMES
 
     features = pair_features(encode, vocab_size, [source[i] for i in kept], [target[i] for i in kept])
     # Standardized over the kept pairs by bilingual.compute.
@@ -223,7 +223,7 @@ def dual_cross_entropy(forward, backward):
 def add_arguments(parser):
     """``--clean`` and a flag per rule (``--no-clean-RULE`` or ``--clean-THRESHOLD VALUE``) on ``parser``."""
     parser.add_argument("--clean", action="store_true", help="clean the training pairs with the rules below "
-                        "first (fairseq_autoassist/cleaning.py); prepare.json reports what each removed")
+                        "first (fairseq_autoassist/corpus/cleaning.py); prepare.json reports what each removed")
     for f in option_fields(CleaningOptions):
         name = f.name
         if f.type is bool:
