@@ -372,7 +372,8 @@ def test_two_cpu_ranks_with_uneven_shards_train_to_the_end_select_identically_an
     assert len(digests[0]) == 4 and digests[0] == digests[1]
     batches = [int(line.split("\t")[1]) for line in digests[0]]
     assert max(batches[1:]) < batches[0], batches  # selecting epochs
-    assert any(count % (2 * update_freq) for count in batches), batches  # some rank trained a dummy batch
+    # A selecting epoch left a rank short: it trained a dummy batch (also in the middle of an update at 2).
+    assert any(count % (2 * update_freq) for count in batches[1:]), batches
 
     resumed = fairseq_train(prepared_data, save_dir, max_epoch=5, max_tokens=300).stdout
     assert "restored Assistant and selection state" in resumed
