@@ -75,18 +75,21 @@ def training_order(task, dataset, seed, epoch, max_positions, ignore_invalid_inp
     return ordered
 
 
-def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple, ordered, packing, seed):
+def packing_order(dataset, ordered, packing, seed):
+    """Every dataset index's sort key under ``packing`` (``data.packing``), ``ordered`` being fairseq's order."""
+    rank = np.empty(len(dataset), dtype=np.int64)
+    rank[ordered] = np.arange(len(ordered))
+    return packing_key(packing, dataset.src_sizes, dataset.tgt_sizes, rank, seed)
+
+
+def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple, batching_key):
     """``make_batches(indices) -> list of index arrays``: fairseq's ``batch_by_size`` (same token budget
-    and bucketing as the stock task) over ``indices`` sorted by ``packing`` (``data.packing``).
+    and bucketing as the stock task) over ``indices`` sorted by ``batching_key`` (``packing_order``).
 
     With ``padded-length`` a chunk, which holds only a sample of each length, packs as full as the stock
     task's whole-corpus batches; with ``source-target`` over the whole pass (``--autoassist-refresh-updates 0``)
     the batches are exactly the stock task's.
     """
-    rank = np.empty(len(dataset), dtype=np.int64)
-    rank[ordered] = np.arange(len(ordered))
-    batching_key = packing_key(packing, dataset.src_sizes, dataset.tgt_sizes, rank, seed)
-
     def make_batches(indices):
         indices = np.asarray(indices, dtype=np.int64)
         by_length = indices[np.argsort(batching_key[indices], kind="stable")]

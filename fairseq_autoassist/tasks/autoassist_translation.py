@@ -26,7 +26,7 @@ from ..assistant import PairFeatures
 from ..compat import allow_fairseq_checkpoints, explain_unreadable_checkpoints
 from ..data.folders import check_data_folders, check_split, check_token_budget
 from ..data.iterator import (HOST_SIDE, KeptPairsDataset, ShrinkingEpochBatchIterator, collate_with_host_side,
-                             corpus_side, pairs_per_chunk, token_budget_batcher, training_order)
+                             corpus_side, packing_order, pairs_per_chunk, token_budget_batcher, training_order)
 from ..errors import AssistantFailedError, AutoAssistConfigError, report_config_errors_in_one_line
 from ..loss_handoff import LossHandOff, to_device_without_waiting
 from ..options import AutoAssistOptions, validate
@@ -123,7 +123,7 @@ class AutoAssistTranslationTask(TranslationTask):
             )
         candidates = training_order(self, dataset, seed, epoch, max_positions, ignore_invalid_inputs)
         make_batches = token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple,
-                                            candidates, self.cfg.autoassist_packing, seed)
+                                            packing_order(dataset, candidates, self.cfg.autoassist_packing, seed))
         full_batches = make_batches(candidates)
         dummy_batch = [(index, 1.0) for index in full_batches[0].tolist()]
         self.runtime = AutoAssistRuntime(

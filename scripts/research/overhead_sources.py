@@ -54,15 +54,15 @@ def batch_padding(batches, source_sizes, target_sizes):
 
 def packing_by_refresh(task, preset, refresh_updates, sample_pairs, seed):
     """``batch_padding`` of the stock task's batches, and of the plugin's for each refresh interval."""
-    from fairseq_autoassist.data.iterator import pairs_per_chunk, token_budget_batcher, training_order
+    from fairseq_autoassist.data.iterator import packing_order, pairs_per_chunk, token_budget_batcher, training_order
 
     dataset = task.datasets[task.cfg.train_subset]
     candidates = training_order(task, dataset, seed, 1, task.max_positions(), False)
     stock = dataset.batch_by_size(candidates, max_tokens=preset["max_tokens"])
     sizes = dataset.src_sizes.astype(np.int64), dataset.tgt_sizes.astype(np.int64)
     figures = {"stock": batch_padding(stock, *sizes)}
-    make_batches = token_budget_batcher(dataset, preset["max_tokens"], None, 1, candidates,
-                                        task.cfg.autoassist_packing, seed)
+    make_batches = token_budget_batcher(dataset, preset["max_tokens"], None, 1,
+                                        packing_order(dataset, candidates, task.cfg.autoassist_packing, seed))
     visited = np.random.default_rng(seed).permutation(candidates)[:sample_pairs]
     for updates in refresh_updates:
         chunk = pairs_per_chunk(updates, len(candidates), len(stock))
