@@ -153,3 +153,19 @@ def test_the_packing_report_measures_each_arms_batches_and_noise(noisy_data, tmp
     assert set(arms["keep-all"]["groups"]) == {"corrupted", "clean", "misaligned", "truncated", "duplicate",
                                                 "untranslated", "wrong_language"}
     assert "| share of target tokens |" in (tmp_path / "packing.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_packing_candidates_cut_the_stock_and_default_batches_as_training_does(noisy_data, tmp_path):
+    """Over a whole pass the candidates script's stock sort is the stock task's batches, and its default packing the
+    plugin's: what the script measures of a candidate is what training would cut."""
+    run_script("scripts/research/packing_candidates.py", "--data", noisy_data, "--out", str(tmp_path), "--preset",
+               "smoke", "--refresh-updates", "0")
+    with open(tmp_path / "packing_candidates.json") as f:
+        results = json.load(f)["results"]
+    stock, default = results["stock task (whole corpus)"], results["padded-length"]
+    assert stock["batches"] == len(first_pass(noisy_data, tmp_path / "stock", None))
+    assert results["source-target"]["positions_ratio_to_stock"] == 1.0
+    plugin = first_pass(noisy_data, tmp_path / "plugin", "keep-all", "--autoassist-refresh-updates", "0")
+    assert default["batches"] == len(plugin)
+    assert set(results["padded-length"]["groups"]) >= {"corrupted", "clean"}
