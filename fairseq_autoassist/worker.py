@@ -62,10 +62,8 @@ class SyncAssistantWorker:
         # The update lock is held while the Assistant learns; the snapshot lock only while the dict changes.
         self._update_lock = threading.Lock()
         self._snapshot_lock = threading.Lock()
-        self._failure = None
 
     def submit(self, ids, per_token_losses, keep_prob=None, labels=None):
-        self._raise_if_failed()
         self._learn((ids, per_token_losses, keep_prob, labels))
 
     def _learn(self, feedback):
@@ -88,10 +86,8 @@ class SyncAssistantWorker:
                                "feedback: submit once per training step")
 
     def snapshot(self, step):
-        self._raise_if_failed()
         wanted = snapshot_step(step, self.lag)
         self._wait_until_learned(wanted)
-        self._raise_if_failed()
         with self._snapshot_lock:
             for stale in [s for s in self._snapshots if s < wanted]:
                 del self._snapshots[stale]
@@ -101,15 +97,10 @@ class SyncAssistantWorker:
         return self.snapshot(step).predict(ids)
 
     def drain(self):
-        """Returns once every submitted step is learned."""
-        self._raise_if_failed()
+        """Returns once every submitted step is learned (here: at once; an update that raises, raises in ``submit``)."""
 
     def close(self):
         """Nothing runs beside training; here so that tools may close either worker alike."""
-
-    def _raise_if_failed(self):
-        if self._failure is not None:
-            raise AssistantFailedError(self._failure)
 
     def stats(self):
         # Plain scalar reads without the update lock: a slow update must not block logging.
@@ -159,6 +150,7 @@ class AsyncAssistantWorker(SyncAssistantWorker):
         self._cond = threading.Condition()
         self._busy = False
         self._closed = False
+        self._failure = None
         self._thread = threading.Thread(target=self._run, name="autoassist-assistant", daemon=True)
         self._thread.start()
 
@@ -202,6 +194,10 @@ class AsyncAssistantWorker(SyncAssistantWorker):
             self._cond.wait(timeout=min(1.0, STALL_SECONDS))
         self.wait_seconds += time.monotonic() - started
         self._raise_if_failed()
+
+    def _raise_if_failed(self):
+        if self._failure is not None:
+            raise AssistantFailedError(self._failure)
 
     def _run(self):
         try:
