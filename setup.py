@@ -25,8 +25,9 @@ setup(
         "sacrebleu>=2.0",
         "sentencepiece",
         "numpy",
-        "pycld2",  # language identification for the cleaning step (fairseq_autoassist/corpus/cleaning.py)
     ],
-    extras_require={"test": ["pytest", "hypothesis"], "plots": ["matplotlib"]},
+    extras_require={"test": ["pytest", "hypothesis"], "plots": ["matplotlib"],
+                    # autoassist-prepare --clean (fairseq_autoassist/corpus/cleaning.py); scripts/setup_env.sh pins it
+                    "clean": ["opusfilter[eflomal,varikn,heliport]>=3.3"]},
     entry_points={"console_scripts": [f"{name} = {target}" for name, (target, _) in commands["COMMANDS"].items()]},
 )

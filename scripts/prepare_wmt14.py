@@ -47,7 +47,7 @@ MAX_PIECES = 250
 MAX_RATIO = 1.5
 # fairseq's WMT filters (prepare-wmt14en2de.sh): exact duplicates, 1-250 pieces a side, a length ratio of 1.5.
 WMT_FILTERS = CleaningOptions(duplicates=True, near_duplicates=False, max_pieces=MAX_PIECES,
-                              max_length_ratio=MAX_RATIO, max_copy_overlap=0, language=False, lexical_below=0)
+                              max_length_ratio=MAX_RATIO, max_similarity=0, language=False, alignment_like_random=0)
 STATMT = "http://statmt.org"
 # corpus -> (file name pattern of one side, archive holding it, its download address); the pattern's
 # {pair} is e.g. "de-en", {compact} "deen", {lang} the side's language, {role} "src" or "ref".

@@ -42,8 +42,11 @@ else
     "${PIP[@]}" --no-build-isolation --no-deps "$FAIRSEQ_SPEC"
 fi
 
-# Added after the first releases: an environment from before gets it without a rebuild.
-"$PY" -c "import pycld2" 2>/dev/null || "${PIP[@]}" pycld2
+# The cleaning engine (autoassist-prepare --clean): OpusFilter's filters and the models they run (eflomal, VariKN,
+# heliport's language model inside its wheel). Added after the first releases: an environment from before gets it
+# without a rebuild.
+CLEAN_SPEC=("opusfilter[eflomal,varikn,heliport]==3.3.1" "eflomal==2.0.0" "varikn==1.2.1" "heliport==1.0.1")
+"$PY" -c "import opusfilter, eflomal, varikn, heliport" 2>/dev/null || "${PIP[@]}" "${CLEAN_SPEC[@]}"
 "${PIP[@]}" --no-build-isolation --no-deps -e "$ROOT"
 "$PY" -c "import fairseq, fairseq_autoassist, torch; print('fairseq', fairseq.__version__, 'torch', torch.__version__)"
 log "ready: $VENV"

@@ -1,4 +1,4 @@
-"""Static cleaning (fairseq_autoassist/corpus/cleaning.py): each rule removes what it names and keeps clean pairs."""
+"""Cleaning (fairseq_autoassist/corpus/cleaning.py): each filter removes what it names and keeps clean pairs."""
 
 import argparse
 import builtins
@@ -7,57 +7,105 @@ import numpy as np
 import pytest
 
 from fairseq_autoassist.corpus import cleaning
-from fairseq_autoassist.corpus.cleaning import CleaningOptions, clean
+from fairseq_autoassist.corpus.cleaning import CleaningOptions, clean, pair_badness
 from fairseq_autoassist.corpus.raw_corpus import PreparationError
 
 CLEAN = ("Ein Hund rennt über die Wiese.", "A dog runs across the meadow.")
+# The filters that need no corpus to learn from; the alignment filter has its own test.
+ONE_PAIR_AT_A_TIME = CleaningOptions(alignment_like_random=0)
 
 
 def words(text):
-    return len(text.split())
+    return text.split()
 
 
-@pytest.mark.parametrize("pair, rule", [
+@pytest.mark.parametrize("pair, name", [
     (CLEAN, "duplicate"),
     (("ein HUND rennt über die Wiese!!", "A dog runs across the meadow 2."), "near_duplicate"),
-    (("Zwei Kinder spielen im Garten hinter dem alten Haus.", "Two children."), "length_ratio"),
+    (("Zwei Kinder spielen im Garten hinter dem alten Haus am See.", "Two children."), "length_ratio"),
     (("Ein Mann fährt Fahrrad.", "Ein Mann fährt Fahrrad."), "copy"),
+    (("Ein Mann fährt mit dem Fahrrad.", "Ein mann fahrt mit dem fahrrad!"), "copy"),
     (("Eine Frau liest ein Buch im Park.", "Eine Katze schläft auf dem warmen Sofa."), "language"),
     (("Eine Frau liest ein Buch im Park.", "Una mujer lee un libro en el parque."), "language"),
 ])
-def test_each_rule_removes_its_kind_and_keeps_the_clean_pair(pair, rule):
-    kept, removed = clean([CLEAN[0], pair[0]], [CLEAN[1], pair[1]], "de", "en", CleaningOptions(), pieces=words)
-    assert kept == [0] and removed[rule] == [1]
+def test_each_filter_removes_its_kind_and_keeps_the_clean_pair(pair, name):
+    kept, removed, scores = clean([CLEAN[0], pair[0]], [CLEAN[1], pair[1]], "de", "en", ONE_PAIR_AT_A_TIME,
+                                  segment=words)
+    assert kept == [0] and removed[name] == [1]
     assert sum(len(lines) for lines in removed.values()) == 1
+    badness = pair_badness(scores, ONE_PAIR_AT_A_TIME)
+    assert badness[0] < 1 and (badness[1] >= 1 or name in ("duplicate", "near_duplicate"))
 
 
-def test_a_rule_switched_off_keeps_what_it_would_remove():
-    options = CleaningOptions(max_copy_overlap=0.0, language=False)
-    kept, removed = clean(["Ein Mann fährt Fahrrad."], ["Ein Mann fährt Fahrrad."], "de", "en", options, pieces=words)
+def test_a_filter_switched_off_keeps_what_it_would_remove():
+    options = CleaningOptions(max_similarity=0.0, language=False, alignment_like_random=0)
+    kept, removed, _ = clean(["Ein Mann fährt Fahrrad."], ["Ein Mann fährt Fahrrad."], "de", "en", options,
+                             segment=words)
     assert kept == [0] and not any(removed.values())
 
 
-def test_flags_switch_rules_off_and_bad_thresholds_are_refused():
+def synthetic_translations(pairs, seed=0):
+    """Pairs of a made-up language pair, word for word with a reordering: ``wortX`` translates as ``wordX``."""
+    rng = np.random.default_rng(seed)
+    letters = [chr(ord("a") + i // 26) + chr(ord("a") + i % 26) for i in range(120)]
+    german = [" ".join(f"wort{letters[w]}" for w in rng.integers(0, 120, size=rng.integers(5, 10)))
+              for _ in range(pairs)]
+    english = [" ".join(reversed(sentence.replace("wort", "word").split())) for sentence in german]
+    return german, english
+
+
+def test_the_alignment_filter_removes_misaligned_pairs_that_every_other_filter_keeps():
+    german, english = synthetic_translations(600)
+    for i in range(20):  # misaligned: another pair's translation, of a length every other filter accepts
+        english[i] = english[599 - i]
+    options = CleaningOptions(language=False, max_length_ratio=0)
+    kept, removed, scores = clean(german, english, "de", "en", options, segment=words)
+    assert len(set(removed["alignment"]) & set(range(20))) >= 18  # nearly every misaligned pair
+    assert len(set(removed["alignment"]) - set(range(20))) <= 29  # at most 5% of the aligned ones
+    assert sorted(kept + removed["alignment"] + removed["duplicate"] + removed["near_duplicate"]) == list(range(600))
+    np.testing.assert_array_equal(pair_badness(scores, options) >= 1, ~np.isin(np.arange(600), kept))
+    with pytest.raises(ValueError, match="need a sentencepiece segmenter"):
+        clean(german, english, "de", "en", options)
+
+
+def test_the_language_model_filter_removes_a_side_unlike_the_rest_of_its_side(tmp_path):
+    german, english = synthetic_translations(300)
+    english[7] = "zzqx vvkj qqpl xxzz jjvk"  # letters the English side never shows together
+    options = CleaningOptions(language=False, max_length_ratio=0, max_similarity=0, alignment_like_random=0, lm_above=6)
+    kept, removed, _ = clean(german, english, "de", "en", options, segment=words, workdir=str(tmp_path))
+    assert 7 in removed["lm"] and len(removed["lm"]) <= 6
+    with pytest.raises(ValueError, match="needs a working folder"):
+        clean(german, english, "de", "en", options, segment=words)
+
+
+def test_flags_switch_filters_off_and_bad_thresholds_are_refused():
     parser = argparse.ArgumentParser()
     cleaning.add_arguments(parser)
     assert cleaning.options_from(parser.parse_args([])) is None
-    options = cleaning.options_from(parser.parse_args(["--clean", "--no-clean-language", "--clean-max-length-ratio", "2"]))
-    assert options == CleaningOptions(language=False, max_length_ratio=2.0)
-    with pytest.raises(PreparationError, match=r"--clean-max-copy-overlap=1.5 is outside \[0, 1\]"):
-        cleaning.options_from(parser.parse_args(["--clean", "--clean-max-copy-overlap", "1.5"]))
+    options = cleaning.options_from(parser.parse_args(["--clean", "--no-clean-language", "--clean-max-length-ratio",
+                                                       "3", "--clean-alignment-like-random", "0"]))
+    assert options == CleaningOptions(language=False, max_length_ratio=3.0, alignment_like_random=0.0)
+    with pytest.raises(PreparationError, match=r"--clean-max-similarity=1.5 is outside \[0, 1\]"):
+        cleaning.options_from(parser.parse_args(["--clean", "--clean-max-similarity", "1.5"]))
 
 
-def test_a_missing_language_identifier_names_the_install_and_the_flag(monkeypatch):
+@pytest.mark.parametrize("module, flag", [("heliport", "--no-clean-language"),
+                                          ("opusfilter.word_alignment", "--clean-alignment-like-random 0")])
+def test_a_missing_optional_dependency_names_the_install_and_the_flag(monkeypatch, module, flag):
     real_import = builtins.__import__
 
-    def without_pycld2(name, *args, **kwargs):
-        if name == "pycld2":
+    def without(name, *args, **kwargs):
+        if name == module:
             raise ImportError(name)
         return real_import(name, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "__import__", without_pycld2)
-    with pytest.raises(PreparationError, match="needs pycld2 .*--no-clean-language"):
-        clean(["a"], ["b"], "de", "en", CleaningOptions(), pieces=words)
+    monkeypatch.setattr(builtins, "__import__", without)
+    german, english = synthetic_translations(20)
+    with pytest.raises(PreparationError) as error:
+        clean(german, english, "de", "en", CleaningOptions(language=module == "heliport"), segment=words)
+    message = str(error.value)
+    assert "\n" not in message and "pip install 'opusfilter[eflomal,varikn,heliport]'" in message
+    assert message.startswith(f"cleaning needs {module.split('.')[0]} ") and flag in message
 
 
 def test_the_paracrawl_reader_takes_both_layouts_and_refuses_an_unknown_judgement(tmp_path):
@@ -77,7 +125,7 @@ def test_the_paracrawl_reader_takes_both_layouts_and_refuses_an_unknown_judgemen
         read_judged_pairs(str(tmp_path))
 
 
-def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_label(raw_corpus, tmp_path):
+def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_label(tmp_path):
     import gzip
 
     from fairseq_autoassist.corpus.raw_corpus import read_noise, read_parallel
@@ -86,7 +134,9 @@ def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_l
     with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
         f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n"
                 "u1\tu2\tMenu\tImpressum\t0.9\t1.2\t0.52\tA\t\n")
-    result = report(str(tmp_path), raw_corpus, vocab_size=100, mixed_corpus=str(tmp_path / "mixed"),
+    raw_corpus = str(tmp_path / "corpus")
+    write_corpus(raw_corpus, {"train": (GERMAN * 3, ENGLISH * 3), "val": (GERMAN[:2], ENGLISH[:2])})
+    result = report(str(tmp_path), raw_corpus, vocab_size=60, mixed_corpus=str(tmp_path / "mixed"),
                     classifier_sizes=())
     german, english = read_parallel(str(tmp_path / "mixed"), "train", "de", "en")
     base = len(read_parallel(raw_corpus, "train", "de", "en")[0])
@@ -105,9 +155,7 @@ def test_the_paracrawl_report_takes_the_language_pair_and_refuses_a_corpus_that_
     with gzip.open(tmp_path / "v3.tsv.gz", "wt") as f:
         f.write("u1\tu2\tGood morning.\tGuten Morgen.\t0.9\t1.2\t0.81\tV\t\n")
     corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "train.de").write_text("\n".join(FRENCH * 3) + "\n", encoding="utf-8")  # French under German names
-    (corpus / "train.en").write_text("\n".join(ENGLISH * 3) + "\n", encoding="utf-8")
+    write_corpus(str(corpus), {"train": (FRENCH * 3, ENGLISH * 3)})  # French under German names
     with pytest.raises(PreparationError, match="the source side is declared 'de' .--src de. but reads as 'fr'"):
         report(str(tmp_path), str(corpus), vocab_size=100, classifier_sizes=())
     with pytest.raises(PreparationError, match="English-German: --src and --tgt must be de and en"):
@@ -149,28 +197,19 @@ def roc_auc(scores, positive):
     return roc_auc_score(positive, scores)
 
 
-def test_the_lexical_rule_removes_unrelated_sides_that_every_other_rule_keeps():
-    rng = np.random.default_rng(0)
-    german = [" ".join(f"wort{w}" for w in rng.integers(0, 150, size=rng.integers(4, 9))) for _ in range(600)]
-    english = [sentence.replace("wort", "word") for sentence in german]
-    for i in range(30):  # misaligned: another pair's translation
-        english[i] = english[599 - i]
-    vocabulary = {}
+def write_corpus(folder, splits):
+    import os
 
-    def encode(lines):
-        return [[vocabulary.setdefault(word, len(vocabulary)) for word in line.split()] for line in lines]
-
-    options = CleaningOptions(max_length_ratio=0, language=False, near_duplicates=False, lexical_below=1.5)
-    kept, removed = clean(german, english, "de", "en", options, encode=encode, vocab_size=300)
-    assert len(set(removed["lexical"]) & set(range(30))) >= 27  # nearly every misaligned pair
-    assert len(set(removed["lexical"]) - set(range(30))) <= 15  # at most 2.5% of the aligned ones
-    assert sorted(kept + removed["lexical"]) == list(range(600))
-    with pytest.raises(ValueError, match="lexical rule needs a piece model"):
-        clean(german, english, "de", "en", options)
-    off = CleaningOptions(max_length_ratio=0, language=False, near_duplicates=False)
-    assert clean(german, english, "de", "en", off)[0] == list(range(600))
+    os.makedirs(folder)
+    for stem, sides in splits.items():
+        for lang, lines in zip(("de", "en"), sides):
+            with open(os.path.join(folder, f"{stem}.{lang}"), "w", encoding="utf-8") as f:
+                f.writelines(line + "\n" for line in lines)
 
 
+GERMAN = ["Ein Mann fährt mit dem Fahrrad auf der Straße.", "Zwei Kinder spielen im Garten hinter dem Haus.",
+          "Eine Frau liest ein Buch im Park.", "Der Hund läuft mit einem roten Ball am Strand.",
+          "Die Leute warten im Regen auf den Bus.", "Ein Junge isst ein Eis vor dem offenen Fenster."]
 FRENCH = ["Un homme fait du vélo dans la rue.", "Deux enfants jouent dans le jardin derrière la maison.",
           "Une femme lit un livre dans le parc.", "Le chien court sur la plage avec un ballon rouge.",
           "Les gens attendent le bus sous la pluie.", "Un garçon mange une glace devant la fenêtre ouverte."]
@@ -180,24 +219,29 @@ ENGLISH = ["A man rides a bike in the street.", "Two children play in the garden
 
 
 def test_a_side_declared_in_another_language_than_its_text_stops_with_the_flag_to_fix_it():
-    # French under a German declaration: the language rule would remove nearly every pair; it stops first.
+    # French under a German declaration: the language filter would remove nearly every pair; it stops first.
     with pytest.raises(PreparationError, match="the source side is declared 'de' .--src de. but reads as 'fr' in "
                                                r"\d+ of the \d+ sampled pairs.*--src fr.*--no-clean-language"):
-        clean(FRENCH, ENGLISH, "de", "en", CleaningOptions(), pieces=words)
-    kept, removed = clean(FRENCH, ENGLISH, "fr", "en", CleaningOptions(), pieces=words)
+        clean(FRENCH, ENGLISH, "de", "en", ONE_PAIR_AT_A_TIME, segment=words)
+    kept, removed, _ = clean(FRENCH, ENGLISH, "fr", "en", ONE_PAIR_AT_A_TIME, segment=words)
     assert kept == list(range(len(FRENCH))) and not any(removed.values())
     with pytest.raises(PreparationError, match="the target side is declared 'de' .--tgt de."):
-        clean(FRENCH, ENGLISH, "fr", "de", CleaningOptions(), pieces=words)
-    # Switched off, the rule neither checks nor removes.
-    kept, _ = clean(FRENCH, ENGLISH, "de", "en", CleaningOptions(language=False), pieces=words)
+        clean(FRENCH, ENGLISH, "fr", "de", ONE_PAIR_AT_A_TIME, segment=words)
+    # Switched off, the filter neither checks nor removes.
+    kept, _, _ = clean(FRENCH, ENGLISH, "de", "en", CleaningOptions(language=False, alignment_like_random=0),
+                       segment=words)
     assert kept == list(range(len(FRENCH)))
 
 
-def test_languages_compare_by_their_primary_subtag():
-    assert cleaning.primary_language("zh-Hant") == "zh" and cleaning.primary_language("EN") == "en"
-    found = cleaning.check_declared_languages(["x"] * 4, ["y"] * 4, "zh", "en",
-                                              detect=lambda text: "zh-Hant" if text == "x" else "en")
-    assert found == {"source": ("zh", "zh", 1.0), "target": ("en", "en", 1.0)}
+def test_languages_compare_as_iso_639_3_codes_folded_into_their_macrolanguage():
+    assert cleaning.language_code("zh-Hant", "--src") == cleaning.language_code("cmn", "heliport") == "zho"
+    assert cleaning.language_code("DE", "--src") == "deu" and cleaning.language_code("nob", "heliport") == "nor"
+    with pytest.raises(PreparationError, match="--tgt xx is not an ISO 639 language code"):
+        cleaning.language_code("xx", "--tgt")
+    chinese = ["我不知道你在说什么。", "他明天去北京。", "这本书很有意思。"]
+    kept, removed, _ = clean(chinese, ENGLISH[:3], "zh", "en", ONE_PAIR_AT_A_TIME,
+                             segment=lambda text: text.split() if " " in text else list(text))
+    assert kept == [0, 1, 2]
 
 
 def test_dual_cross_entropy_removes_a_misaligned_pair_and_keeps_a_clean_one():

@@ -86,7 +86,7 @@ def test_cleaning_a_noisy_copy_reports_each_rule_by_kind_and_remaps_the_noise_li
     raw_noise = read_noise(str(tmp_path / "noisy" / "noise.tsv"))
     info = prepare_multi30k.prepare(str(tmp_path / "noisy"), str(tmp_path / "bin"), "de", "en", vocab_size=120,
                                     download=False, cleaning=CleaningOptions(language=False))
-    rules = info["cleaning"]["rules"]
+    rules = info["cleaning"]["filters"]
     untranslated = sum(kind == "untranslated" for kind in raw_noise.values())
     assert sum(rule["by_kind"].get("untranslated", 0) for rule in rules.values()) == untranslated
     assert rules["copy"]["by_kind"].get("untranslated", 0) > 0

@@ -100,7 +100,7 @@ def test_prepares_every_corpus_with_wmt_cleaning_and_a_manifest(tmp_path, wmt_fo
     info = prepare.prepare(str(raw), str(dest), src="en", tgt="de", vocab_size=48, spm_sample=1000)
     assert info["corpora"] == {"europarl-v7": 40, "commoncrawl": 30, "news-commentary-v9": 20}
     assert info["empty_training_pairs_dropped"] == 1
-    removed = {rule: report["removed"] for rule, report in info["cleaning"]["rules"].items() if report["removed"]}
+    removed = {rule: report["removed"] for rule, report in info["cleaning"]["filters"].items() if report["removed"]}
     assert removed == {"duplicate": 1, "length": 1, "length_ratio": 1}
     assert info["pairs"] == {"train": 86, "valid": 12, "test": 15}
     assert info["test_sets"] == {"test": "test_newstest2014"} and info["input"] == [str(raw)]

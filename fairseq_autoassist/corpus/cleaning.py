@@ -1,35 +1,42 @@
-"""Static cleaning of a parallel corpus, as the field does it before any training (no fairseq import).
+"""Cleaning a parallel corpus before training with the field's filters (OpusFilter and the libraries under it; no
+fairseq import).
 
-Each rule removes the pairs it finds, in this order, and a pair counts for the first rule that removes it:
+Each filter removes the pairs it finds, in this order, and a pair counts for the first filter that removes it:
 
-* ``duplicate``: an exact copy of an earlier pair;
-* ``near_duplicate``: equal to an earlier pair once case, digits, punctuation and spacing are ignored;
-* ``length`` (off by default): a side of more than ``max_pieces`` sentencepiece pieces (fairseq's WMT preparation:
-  250);
-* ``length_ratio``: one side more than ``max_length_ratio`` times as long as the other, in sentencepiece pieces
-  (fairseq's WMT preparation filters at 1.5 with ``clean-corpus-n.perl`` on subwords);
-* ``copy``: the target copies the source: at least ``max_copy_overlap`` of the target's words occur in the source;
-* ``language``: a side that CLD2 (``pycld2``) reliably detects as another language than the side's;
-* ``lexical`` (off by default): after the rules above, over the pairs they kept, a lexical translation score more
-  than ``lexical_below`` standard deviations below their mean (the pair features' score,
-  ``assistant/bilingual.py``: how strongly the target's rarest pieces co-occur with the source's across the corpus
-  itself). It finds pairs whose sides are fluent but unrelated (misaligned) where the corpus shows its own
-  vocabulary translated many times (in-domain corpora); on web-mined pairs of every domain it does not
-  (docs/results/paracrawl/), which is why it is off unless asked for.
+* ``duplicate``: an exact copy of an earlier pair (OpusFilter's ``SegmentHasher``, xxhash);
+* ``near_duplicate``: equal to an earlier pair once case and everything but letters are ignored (the same hasher,
+  ``lowercase`` and ``letters_only``);
+* ``length`` (off by default): a side of more than ``max_pieces`` sentencepiece pieces (OpusFilter's
+  ``LengthFilter`` over pieces; fairseq's WMT preparation: 250);
+* ``length_ratio``: one side more than ``max_length_ratio`` times as long as the other in sentencepiece pieces
+  (OpusFilter's ``LengthRatioFilter`` over pieces: pieces count a side without spaces too);
+* ``copy``: the target is (nearly) the source: Levenshtein similarity of the lowercased sides of at least
+  ``max_similarity`` (OpusFilter's ``SimilarityFilter``, RapidFuzz);
+* ``language``: a side that HeLI-OTS (``heliport``, its model inside the wheel) identifies as another language than
+  the declared one, by more than ``language_margin`` in its score (a per-character log probability: short sentences
+  that fit several languages almost equally, "Vergib Tom!", stay);
+* ``alignment``: over the pairs the filters above kept, the eflomal word alignment score of each pair (OpusFilter's
+  ``WordAlignFilter``, the mean of both directions; the aligner learns from the corpus itself, over sentencepiece
+  pieces) compared with the scores of random pairings of the same sides, aligned with them: a pair scoring worse than
+  the best ``alignment_like_random`` of the random pairings is removed. It finds fluent sides that do not translate
+  each other (misaligned, truncated). Random pairings calibrate the threshold on each corpus without labels: a
+  threshold in standard deviations of the corpus' own scores removes a fixed tail of a clean corpus (5-7% at the
+  one that suited the noisy copies) and less than that of a noisy one, whose misaligned pairs widen the spread;
+* ``lm`` (off by default): a side whose cross-entropy under a character 6-gram model of its own side of the kept
+  pairs (VariKN, OpusFilter's ``CrossEntropyFilter``) lies more than ``lm_above`` robust standard deviations above
+  their median.
 
-CLD2 was chosen among the offline language identifiers that install here from a prebuilt wheel: it reads a
-sentence in 4-8 microseconds (``langid`` 40-60, so 2 minutes per million pairs), and it says when it cannot
-tell ("unknown", kept). On 1,000 sentences of each side of Multi30K and Tatoeba it named the right language for
-95-100% of them and a wrong one, reliably, for 0-1.6% (short German imperatives such as "Vergib Tom!"): the
-clean pairs this rule costs, which the report's counts show on a noisy copy with its noise list. A side declared in
-the wrong language (French under German file names, or ``--src de`` for French) would lose nearly every pair to
-the rule, so ``clean`` first checks the declared languages against a sample and stops with one line where a side's
-text is mostly another language (``check_declared_languages``). Languages compare by their primary subtag (CLD2's
-``zh-Hant`` is ``zh``).
+The language model filter's threshold is in robust standard deviations (the median absolute deviation times 1.4826)
+of the pairs being filtered. Every default was chosen on the development noisy copy (docs/results/cleaning/).
+``pair_badness`` folds every filter's score into one number per
+pair, its largest score over its threshold: a pair is removed where it is at least 1.
+
+OpusFilter itself is used for its filter classes only: its pipeline reads and writes files, where ``clean`` works on
+the lines ``autoassist-prepare`` already holds.
 """
 
-import re
-import unicodedata
+import collections
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,177 +44,351 @@ import numpy as np
 from ..option_fields import option, option_fields, value_problem
 from .raw_corpus import PreparationError
 
-RULES = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "lexical")
-# fairseq's dictionaries put their four special symbols (<s>, <pad>, </s>, <unk>) before the pieces.
-SPECIAL_SYMBOLS = 4
-END_OF_SENTENCE = 2
+FILTERS = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "alignment", "lm")
+# The filters scored over the pairs kept by the ones before, all at once: the others look at one pair at a time.
+CORPUS_FILTERS = ("alignment", "lm")
+ROBUST_SCALE = 1.4826
+# Random pairings aligned beside the corpus: a tenth of its pairs, at least this many (all, for a smaller corpus).
+RANDOM_PAIRINGS = 2000
+LM_ORDER = 6
+# A score of this many robust deviations or language-score units stands for "no score" (an unknown language).
+UNSCORED = 99.0
+# What scripts/setup_env.sh installs, as does ``pip install fairseq-autoassist[clean]``.
+INSTALL = "pip install 'opusfilter[eflomal,varikn,heliport]'"
 
 
 @dataclass
 class CleaningOptions:
-    """Which rules run, and their thresholds (each an ``autoassist-prepare --clean`` option)."""
+    """Which filters run, and their thresholds (each an ``autoassist-prepare --clean`` option)."""
 
     duplicates: bool = option(True, "remove exact duplicate pairs")
-    near_duplicates: bool = option(True, "remove pairs equal to an earlier one up to case, digits, punctuation and "
-                                   "spacing")
+    near_duplicates: bool = option(True, "remove pairs equal to an earlier one up to case and everything but letters")
     max_pieces: int = option(0, "remove pairs with a side of more than this many sentencepiece pieces (0: off; "
                              "fairseq's WMT recipe: 250)", minimum=0)
-    max_length_ratio: float = option(1.5, "remove pairs whose longer side has more than this many times the "
+    max_length_ratio: float = option(2.0, "remove pairs whose longer side has more than this many times the "
                                      "sentencepiece pieces of the shorter (0: off)", minimum=0)
-    max_copy_overlap: float = option(0.8, "remove pairs in which at least this share of the target's words occur in "
-                                     "the source (a copied, untranslated source; 0: off)", minimum=0, maximum=1)
-    language: bool = option(True, "remove pairs with a side that CLD2 reliably detects as another language")
-    lexical_below: float = option(0.0, "remove pairs whose lexical translation score (the pair features') lies more "
-                                  "than this many standard deviations below the mean of the pairs the other rules "
-                                  "kept (0: off; for in-domain corpora, not web-mined ones)", minimum=0)
+    max_similarity: float = option(0.9, "remove pairs whose lowercased sides have at least this Levenshtein "
+                                   "similarity (a copied, untranslated source; 0: off)", minimum=0, maximum=1)
+    language: bool = option(True, "remove pairs with a side that heliport identifies as another language")
+    language_margin: float = option(1.0, "how much better another language must fit a side than the declared one "
+                                    "(heliport's per-character score) for the language filter to remove it",
+                                    minimum=0)
+    alignment_like_random: float = option(0.15, "remove pairs whose eflomal word alignment score is no better than "
+                                          "that of this share of random pairings of the corpus' own sides (0: off)",
+                                          minimum=0, maximum=1)
+    lm_above: float = option(0.0, "remove pairs with a side whose character language model cross-entropy lies more "
+                             "than this many robust standard deviations above the median (0: off)", minimum=0)
 
 
-_NOT_LETTERS = re.compile(r"[\W\d_]+", re.UNICODE)
-
-
-def normalized(text):
-    """Lower case letters only, single-spaced: what near-duplicates share."""
-    return _NOT_LETTERS.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
-
-
-def copy_overlap(normalized_source, normalized_target):
-    """Share of the target's words that occur in the source (both ``normalized``)."""
-    target_words = normalized_target.split()
-    if not target_words:
-        return 0.0
-    source_words = set(normalized_source.split())
-    return sum(word in source_words for word in target_words) / len(target_words)
-
-
-def language_detector():
-    """``detect(text) -> language code or None`` (None: CLD2 cannot tell reliably)."""
+def _requires(module, flag):
     try:
-        import pycld2
+        return __import__(module, fromlist=["_"])
     except ImportError:
-        raise PreparationError("the language rule needs pycld2 (pip install pycld2, which scripts/setup_env.sh "
-                               "installs); or switch the rule off with --no-clean-language") from None
-
-    def detect(text):
-        try:
-            reliable, _, found = pycld2.detect(text)
-        except pycld2.error:
-            return None
-        code = found[0][1]
-        return code if reliable and code != "un" else None
-
-    return detect
+        raise PreparationError(f"cleaning needs {module.split('.')[0]} ({INSTALL}, which scripts/setup_env.sh "
+                               f"installs); or switch its filter off with {flag}") from None
 
 
-# ``check_declared_languages``: pairs read, evenly spaced, and the share of a side's reliable detections below which
-# its declared language counts as contradicted.
+def robust_z(scores):
+    """``(scores - median) / (1.4826 * median absolute deviation)``: standard deviations where most are normal."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if len(scores) == 0:
+        return scores
+    median = np.median(scores)
+    spread = ROBUST_SCALE * np.median(np.abs(scores - median))
+    return (scores - median) / (spread if spread > 0 else 1.0)
+
+
+def language_code(code, flag):
+    """The ISO 639-3 code that ``code`` (639-1 or 639-3, a region or script subtag allowed: ``zh-Hant``) and
+    heliport's answers compare by: a macrolanguage's, where the language belongs to one (``cmn`` -> ``zho``)."""
+    iso639 = _requires("iso639", "--no-clean-language")
+    try:
+        lang = iso639.Lang(code.split("-")[0].split("_")[0].lower())
+    except iso639.exceptions.InvalidLanguageValue:
+        raise PreparationError(f"{flag} {code} is not an ISO 639 language code; declare the side's language as "
+                               "one (de, en, zh, ...), or switch the language filter off with --no-clean-language"
+                               ) from None
+    macro = lang.macro()
+    return (macro or lang).pt3
+
+
+def short_code(code):
+    """The ISO 639-1 code of a ``language_code`` where the language has one (``deu`` -> ``de``), else itself."""
+    import iso639
+
+    return iso639.Lang(code).pt1 or code
+
+
+class LanguageIdentifier:
+    """heliport's identifications in ISO 639-3 codes (``language_code``), and how far the declared language is
+    behind the best."""
+
+    def __init__(self):
+        self.identifier = _requires("heliport", "--no-clean-language").Identifier()
+        self._codes = {}
+
+    def _code(self, found):
+        if found not in self._codes:
+            self._codes[found] = None if found in ("und", "zxx") else language_code(found, "heliport")
+        return self._codes[found]
+
+    def identify(self, text):
+        """The language of ``text``, or None where heliport cannot tell."""
+        return self._code(self.identifier.identify(text)) if text.strip() else None
+
+    def margins(self, lines, declared):
+        """Per line, how much worse the declared language (a ``language_code``) scores than the best language
+        (0 where it is the best or heliport cannot tell; ``UNSCORED`` where heliport does not know it)."""
+        margins = np.zeros(len(lines))
+        for index, text in enumerate(lines):
+            found = self.identify(text)
+            if found is None or found == declared:
+                continue
+            scores = self.identifier.identify_topk_with_score(text, 1000)
+            declared_scores = [score for code, score in scores if self._code(code) == declared]
+            margins[index] = min(declared_scores) - scores[0][1] if declared_scores else UNSCORED
+        return margins
+
+
+# ``check_declared_languages``: pairs read, evenly spaced, and the share of a side's lines that the language filter
+# would remove above which the declared language counts as contradicted.
 LANGUAGE_CHECK_PAIRS = 2000
 LANGUAGE_CHECK_SHARE = 0.5
 
 
-def primary_language(code):
-    """The primary subtag of a language code: ``zh-Hant`` -> ``zh``."""
-    return code.split("-")[0].lower()
-
-
-def check_declared_languages(source, target, src_lang, tgt_lang, detect, sample=LANGUAGE_CHECK_PAIRS):
-    """``{"source": (declared, the most common detected language, its share), "target": ...}`` over up to
-    ``sample`` pairs evenly spaced, counting the reliable detections only; raises ``PreparationError`` naming the
-    side and the flags where the declared language is under ``LANGUAGE_CHECK_SHARE`` of a side's detections."""
+def check_declared_languages(source, target, src_lang, tgt_lang, identifier, margin=1.0,
+                             sample=LANGUAGE_CHECK_PAIRS):
+    """``{"source": (declared, the most common identified language, its share), "target": ...}`` over up to
+    ``sample`` pairs evenly spaced; raises ``PreparationError`` naming the side and the flags where the language
+    filter (``margin``) would remove more than ``LANGUAGE_CHECK_SHARE`` of a side's lines: a side declared in the
+    wrong language (French under German file names, or ``--src de`` for French) would lose nearly every pair."""
     picked = np.unique(np.linspace(0, len(source) - 1, min(sample, len(source))).astype(np.int64)) if source else []
     found = {}
     for side, flag, lines, declared in (("source", "--src", source, src_lang), ("target", "--tgt", target, tgt_lang)):
-        detected = [code for code in (detect(lines[i]) for i in picked) if code is not None]
-        counts = {}
-        for code in map(primary_language, detected):
-            counts[code] = counts.get(code, 0) + 1
-        if not counts:
-            found[side] = (declared, None, 0.0)
-            continue
-        common = max(counts, key=counts.get)
-        share = counts.get(primary_language(declared), 0) / len(detected)
-        found[side] = (declared, common, counts[common] / len(detected))
-        if share < LANGUAGE_CHECK_SHARE:
+        sampled = [lines[i] for i in picked]
+        counts = collections.Counter(code for code in map(identifier.identify, sampled) if code is not None)
+        common, times = counts.most_common(1)[0] if counts else (None, 0)
+        found[side] = (declared, common, times / max(sum(counts.values()), 1))
+        behind = identifier.margins(sampled, language_code(declared, flag)) > margin
+        if sampled and behind.mean() > LANGUAGE_CHECK_SHARE:
+            name = short_code(common) if common else "another language"
             raise PreparationError(
-                f"the {side} side is declared '{declared}' ({flag} {declared}) but reads as '{common}' in "
-                f"{counts[common]} of the {len(detected)} sampled pairs CLD2 could tell; declare its language with "
-                f"{flag} {common} (and the file names that go with it), or switch the language rule off with "
-                "--no-clean-language")
+                f"the {side} side is declared '{declared}' ({flag} {declared}) but reads as '{name}' in "
+                f"{times} of the {len(sampled)} sampled pairs; declare its language with {flag} {name} (and the "
+                "file names that go with it), or switch the language filter off with --no-clean-language")
     return found
 
 
-def pair_features(encode, vocab_size, source, target):
-    """The ``PairFeatures`` of the pairs ``source``/``target`` (lists of text) as fairseq would binarize them:
-    ``encode(texts) -> [piece ids]`` of a piece model of ``vocab_size`` pieces, ids placed after fairseq's special
-    symbols, ``</s>`` last."""
-    from ..assistant import CorpusSide, PairFeatures  # the package imports torch: only when the lexical rule runs
+def alignment_scores(source_pieces, target_pieces):
+    """eflomal's alignment score of each pair (lists of pieces per side), forward and reverse: ``(n, 2)``, low where
+    the sides translate each other (a negative log probability per piece). The aligner learns from these pairs
+    alone."""
+    word_alignment = _requires("opusfilter.word_alignment", "--clean-alignment-like-random 0")
+    pairs = [(" ".join(src), " ".join(tgt)) for src, tgt in zip(source_pieces, target_pieces)]
+    if not pairs:
+        return np.zeros((0, 2))
+    scores = np.array(list(word_alignment.WordAlignFilter(model=3).score(pairs)), dtype=np.float64)
+    return np.nan_to_num(scores, nan=UNSCORED, posinf=UNSCORED, neginf=-UNSCORED)
 
-    def side(lines):
-        rows = [np.r_[np.asarray(ids, dtype=np.int64) + SPECIAL_SYMBOLS, END_OF_SENTENCE] for ids in encode(lines)]
-        return CorpusSide(np.concatenate(rows), np.r_[0, np.cumsum([len(row) for row in rows])])
 
-    return PairFeatures(side(source), side(target), vocab_size=vocab_size + SPECIAL_SYMBOLS)
+def like_random_shares(source_pieces, target_pieces, seed=0):
+    """Per pair, the share of random pairings of the same sides (each source with another pair's target) whose mean
+    alignment score is better (lower) than the pair's, all aligned together: near 0 for a translation, spread over
+    [0, 1] for a pair no better than a random one."""
+    pairs = len(source_pieces)
+    if pairs < 2:
+        return np.zeros(pairs)
+    rng = np.random.default_rng(seed)
+    sources = rng.choice(pairs, min(pairs, max(RANDOM_PAIRINGS, pairs // 10)), replace=False)
+    targets = (sources + rng.integers(1, pairs, len(sources))) % pairs  # never the pair's own target
+    scores = alignment_scores(list(source_pieces) + [source_pieces[i] for i in sources],
+                              list(target_pieces) + [target_pieces[j] for j in targets]).mean(axis=1)
+    random_scores = np.sort(scores[pairs:])
+    return np.searchsorted(random_scores, scores[:pairs], side="left") / len(random_scores)
 
 
-def clean(source, target, src_lang, tgt_lang, options, pieces=None, encode=None, vocab_size=None):
-    """The indices of the pairs every enabled rule keeps, and ``{rule: [removed indices]}``.
+def lm_cross_entropies(lines, workdir):
+    """Per line, its cross-entropy (bits per character) under a character ``LM_ORDER``-gram model (VariKN, Kneser-Ney
+    growing) trained on ``lines`` themselves, written under ``workdir``."""
+    import os
 
-    ``pieces(text) -> number of pieces`` measures the length ratio (needed when ``max_length_ratio`` > 0);
-    ``encode`` and ``vocab_size`` (of ``pair_features``) the lexical score (needed when ``lexical_below`` > 0).
+    lm = _requires("opusfilter.lm", "--clean-lm-above 0")
+    params = {"segmentation": {"type": "char"}, "norder": LM_ORDER}
+    tokenizer = lm.LMTokenizer(**params)
+    tokens = [tokenizer.tokenize(line.strip()) for line in lines]
+    data, model = os.path.join(workdir, "lm.seg"), os.path.join(workdir, "lm.arpa")
+    with open(data, "w", encoding="utf-8") as f:
+        f.writelines(" ".join(line) + "\n" for line in tokens)
+    lm.train(data, model, arpa=True, **params)
+    scorer = lm.get_lm(filename=model, arpa=True, **params)
+    return np.array([lm.word_perplexity(scorer, line)[1] for line in tokens])
+
+
+@dataclass
+class PairScores:
+    """Each filter's score of the pairs it saw, aligned with ``clean``'s input (NaN where a filter did not look at
+    a pair): ``length_ratio``, ``similarity``, ``language`` (the worse side's margin), ``alignment`` and ``lm``
+    (robust z of the worse direction or side)."""
+
+    length_ratio: np.ndarray
+    similarity: np.ndarray
+    language: np.ndarray
+    alignment: np.ndarray
+    lm: np.ndarray
+
+    @classmethod
+    def empty(cls, pairs):
+        return cls(*(np.full(pairs, np.nan) for _ in range(5)))
+
+
+def pair_badness(scores, options):
+    """One number per pair: its largest filter score over the filter's threshold (each enabled filter that scored
+    it); a pair of badness at least 1 is one the filter removes (the language filter's exactly at 1 stays). Unscored
+    pairs (NaN) count as 0."""
+    parts = [(scores.length_ratio, options.max_length_ratio), (scores.similarity, options.max_similarity),
+             (scores.language, options.language_margin if options.language else 0),
+             (scores.alignment, options.alignment_like_random), (scores.lm, options.lm_above)]
+    badness = np.zeros(len(scores.alignment))
+    for values, threshold in parts:
+        if threshold > 0:
+            # A margin of 0 means the declared language is the best: no badness, whatever the threshold.
+            badness = np.fmax(badness, np.nan_to_num(values, nan=0.0) / threshold)
+    return badness
+
+
+def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=None, seconds=None):
+    """The indices of the pairs every enabled filter keeps, ``{filter: [removed indices]}`` and their ``PairScores``.
+
+    ``segment(text) -> [pieces]`` (a sentencepiece model's) measures lengths and feeds the aligner (needed when a
+    length filter or the alignment filter is on); ``workdir`` holds the language models (needed when ``lm_above`` >
+    0); ``seconds`` (a dict), where given, receives each filter's seconds.
     """
-    if (options.max_length_ratio > 0 or options.max_pieces > 0) and pieces is None:
-        raise ValueError("the length rules need a piece counter")
-    if options.lexical_below > 0 and (encode is None or vocab_size is None):
-        raise ValueError("the lexical rule needs a piece model (encode, vocab_size)")
-    detect = language_detector() if options.language else None
-    if detect is not None:
-        check_declared_languages(source, target, src_lang, tgt_lang, detect)
-    removed = {rule: [] for rule in RULES}
-    seen_exact, seen_normalized, kept = set(), set(), []
-    for index, (src, tgt) in enumerate(zip(source, target)):
-        rule = _first_rule(src, tgt, src_lang, tgt_lang, options, pieces, detect, seen_exact, seen_normalized)
-        if rule:
-            removed[rule].append(index)
-        else:
-            kept.append(index)
-    if options.lexical_below > 0 and kept:
-        kept, removed["lexical"] = lexical_rule(source, target, kept, options.lexical_below, encode, vocab_size)
-    return kept, removed
+    needs_pieces = options.max_length_ratio > 0 or options.max_pieces > 0 or options.alignment_like_random > 0
+    if needs_pieces and segment is None:
+        raise ValueError("the length and alignment filters need a sentencepiece segmenter")
+    if options.lm_above > 0 and workdir is None:
+        raise ValueError("the language model filter needs a working folder")
+    seconds = {} if seconds is None else seconds
+    scores = PairScores.empty(len(source))
+    removed = {name: [] for name in FILTERS}
+    kept = np.arange(len(source))
+    pieces = {}
+
+    def pieces_of(side, lines, at):
+        if side not in pieces:
+            pieces[side] = [None] * len(lines)
+        for i in at:
+            if pieces[side][i] is None:
+                pieces[side][i] = segment(lines[i])
+        return [pieces[side][i] for i in at]
+
+    for name, field, compute in _pair_filters(options, src_lang, tgt_lang) + _corpus_filters(options, workdir):
+        started = time.perf_counter()
+        values, removes = compute(source, target, kept, pieces_of)
+        if field is not None:
+            getattr(scores, field)[kept] = values
+        removed[name] = kept[removes].tolist()
+        kept = kept[~removes]
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
+    return kept.tolist(), removed, scores
 
 
-def lexical_rule(source, target, kept, below, encode, vocab_size):
-    """The ``lexical`` rule over the pairs ``kept`` by the others: ``(kept, removed)``, the pairs whose lexical score
-    lies more than ``below`` standard deviations below the mean of ``kept`` removed (``encode``, ``vocab_size``: of
-    ``pair_features``)."""
-    from ..assistant.bilingual import NAMES
-
-    features = pair_features(encode, vocab_size, [source[i] for i in kept], [target[i] for i in kept])
-    # Standardized over the kept pairs by bilingual.compute.
-    passes = features.bilingual()[:, NAMES.index("lexical_translation")].astype(np.float64) >= -below
-    return [i for i, ok in zip(kept, passes) if ok], [i for i, ok in zip(kept, passes) if not ok]
-
-
-def _first_rule(src, tgt, src_lang, tgt_lang, options, pieces, detect, seen_exact, seen_normalized):
+def _pair_filters(options, src_lang, tgt_lang):
+    steps = []
     if options.duplicates:
-        if (src, tgt) in seen_exact:
-            return "duplicate"
-        seen_exact.add((src, tgt))
-    key = (normalized(src), normalized(tgt))
+        steps.append(("duplicate", None, _duplicates(letters_only=False)))
     if options.near_duplicates:
-        if key in seen_normalized:
-            return "near_duplicate"
-        seen_normalized.add(key)
-    if options.max_pieces > 0 or options.max_length_ratio > 0:
-        lengths = sorted((max(pieces(src), 1), max(pieces(tgt), 1)))
-        if 0 < options.max_pieces < lengths[1]:
-            return "length"
-        if options.max_length_ratio > 0 and lengths[1] > options.max_length_ratio * lengths[0]:
-            return "length_ratio"
-    if options.max_copy_overlap > 0 and copy_overlap(*key) >= options.max_copy_overlap:
-        return "copy"
-    if detect is not None and any(found is not None and primary_language(found) != primary_language(lang)
-                                  for found, lang in ((detect(src), src_lang), (detect(tgt), tgt_lang))):
-        return "language"
-    return None
+        steps.append(("near_duplicate", None, _duplicates(letters_only=True)))
+    if options.max_pieces > 0:
+        steps.append(("length", None, _length(options.max_pieces)))
+    if options.max_length_ratio > 0:
+        steps.append(("length_ratio", "length_ratio", _length_ratio(options.max_length_ratio)))
+    if options.max_similarity > 0:
+        steps.append(("copy", "similarity", _copy(options.max_similarity)))
+    if options.language:
+        steps.append(("language", "language", _language(src_lang, tgt_lang, options.language_margin)))
+    return steps
+
+
+def _corpus_filters(options, workdir):
+    steps = []
+    if options.alignment_like_random > 0:
+        steps.append(("alignment", "alignment", _alignment(options.alignment_like_random)))
+    if options.lm_above > 0:
+        steps.append(("lm", "lm", _lm(options.lm_above, workdir)))
+    return steps
+
+
+def _duplicates(letters_only):
+    def compute(source, target, kept, pieces_of):
+        segment_hash = _requires("opusfilter.segment_hash", "--no-clean-duplicates")
+        hasher = segment_hash.SegmentHasher(lowercase=letters_only, letters_only=letters_only)
+        seen, removes = set(), np.zeros(len(kept), dtype=bool)
+        for position, index in enumerate(kept):
+            key = hasher.apply((source[index], target[index]))
+            removes[position] = key in seen
+            seen.add(key)
+        return None, removes
+    return compute
+
+
+def _length(max_pieces):
+    def compute(source, target, kept, pieces_of):
+        filters = _requires("opusfilter.filters", "--clean-max-pieces 0")
+        length = filters.LengthFilter(min_length=0, max_length=max_pieces, unit="word")
+        pairs = _piece_pairs(source, target, kept, pieces_of)
+        return None, ~np.array([length.accept(score) for score in length.score(pairs)], dtype=bool)
+    return compute
+
+
+def _length_ratio(max_ratio):
+    def compute(source, target, kept, pieces_of):
+        filters = _requires("opusfilter.filters", "--clean-max-length-ratio 0")
+        ratio = filters.LengthRatioFilter(threshold=max_ratio, unit="word")
+        # An empty side counts as one piece, as a sentence of a single piece would.
+        pairs = [(src or "_", tgt or "_") for src, tgt in _piece_pairs(source, target, kept, pieces_of)]
+        values = np.array(list(ratio.score(pairs)), dtype=np.float64)
+        return values, values >= max_ratio
+    return compute
+
+
+def _copy(max_similarity):
+    def compute(source, target, kept, pieces_of):
+        filters = _requires("opusfilter.filters", "--clean-max-similarity 0")
+        similarity = filters.SimilarityFilter(threshold=max_similarity, unit="char", lowercase=True)
+        values = np.array([score[0] for score in similarity.score([(source[i], target[i]) for i in kept])])
+        return values, values >= max_similarity
+    return compute
+
+
+def _language(src_lang, tgt_lang, margin):
+    def compute(source, target, kept, pieces_of):
+        identifier = LanguageIdentifier()
+        check_declared_languages(source, target, src_lang, tgt_lang, identifier, margin)
+        values = np.fmax(identifier.margins([source[i] for i in kept], language_code(src_lang, "--src")),
+                         identifier.margins([target[i] for i in kept], language_code(tgt_lang, "--tgt")))
+        return values, values > margin
+    return compute
+
+
+def _alignment(like_random):
+    def compute(source, target, kept, pieces_of):
+        values = like_random_shares(pieces_of("source", source, kept), pieces_of("target", target, kept))
+        return values, values >= like_random
+    return compute
+
+
+def _lm(above, workdir):
+    def compute(source, target, kept, pieces_of):
+        values = np.fmax(robust_z(lm_cross_entropies([source[i] for i in kept], workdir)),
+                         robust_z(lm_cross_entropies([target[i] for i in kept], workdir)))
+        return values, values > above
+    return compute
+
+
+def _piece_pairs(source, target, kept, pieces_of):
+    return list(zip((" ".join(p) for p in pieces_of("source", source, kept)),
+                    (" ".join(p) for p in pieces_of("target", target, kept))))
 
 
 def dual_cross_entropy(forward, backward):
@@ -221,8 +402,8 @@ def dual_cross_entropy(forward, backward):
 
 
 def add_arguments(parser):
-    """``--clean`` and a flag per rule (``--no-clean-RULE`` or ``--clean-THRESHOLD VALUE``) on ``parser``."""
-    parser.add_argument("--clean", action="store_true", help="clean the training pairs with the rules below "
+    """``--clean`` and a flag per filter (``--no-clean-NAME`` or ``--clean-THRESHOLD VALUE``) on ``parser``."""
+    parser.add_argument("--clean", action="store_true", help="clean the training pairs with the filters below "
                         "first (fairseq_autoassist/corpus/cleaning.py); prepare.json reports what each removed")
     for f in option_fields(CleaningOptions):
         name = f.name

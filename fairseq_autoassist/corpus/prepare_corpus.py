@@ -38,6 +38,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 import time
 import zipfile
 
@@ -248,15 +249,16 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
     info["test_sets"] = test_names
     coverage = default_coverage(src, tgt) if character_coverage is None else character_coverage
     if cleaning is not None:
-        kept_pairs, removed = stages.run("cleaning", clean_pairs, source, target, src, tgt, cleaning, dest,
+        kept_pairs, removed, filter_seconds = stages.run("cleaning", clean_pairs, source, target, src, tgt, cleaning, dest,
                                          vocab_size, coverage, spm_sample)
         if not kept_pairs:
             counts = ", ".join(f"{rule}: {len(at)}" for rule, at in removed.items() if at)
-            raise PreparationError(f"the cleaning rules removed every one of the {len(source)} training pairs of "
+            raise PreparationError(f"the cleaning filters removed every one of the {len(source)} training pairs of "
                                    f"{paths[0]} ({counts}); check the input or loosen the --clean-* thresholds")
         splits["train"] = taken((source, target), kept_pairs)
         info["cleaning"] = {"options": dataclasses.asdict(cleaning), "kept": len(kept_pairs), "of": len(source),
-                            "rules": cleaning_report({rule: lines[removed_at] for rule, removed_at in removed.items()},
+                            "filter_seconds": filter_seconds,
+                            "filters": cleaning_report({rule: lines[removed_at] for rule, removed_at in removed.items()},
                                                      noise)}
         lines = lines[kept_pairs]
     write = functools.partial(write_data_bin, src=src, tgt=tgt, vocab_size=vocab_size, workers=workers,
@@ -340,16 +342,20 @@ def remove_noise_list(dest):
 
 
 def clean_pairs(source, target, src, tgt, options, dest, vocab_size, coverage, sample):
-    """``cleaning.clean`` of the training pairs, lengths counted in the pieces of a sentencepiece model trained on
-    them uncleaned (a side without spaces has no words to count), as the data's own model will be on the cleaned."""
+    """``cleaning.clean`` of the training pairs: ``(kept, removed, seconds per filter)``, with lengths counted and
+    pairs aligned in the pieces of a sentencepiece model trained on them uncleaned (a side without spaces has no
+    words to count), as the data's own model will be on the cleaned."""
     os.makedirs(dest, exist_ok=True)
     model = train_sentencepiece(source + target, os.path.join(dest, "spm-uncleaned"), vocab_size, coverage, sample)
+    seconds = {}
     try:
-        return clean(source, target, src, tgt, options, pieces=lambda text: len(model.encode(text)),
-                     encode=model.encode, vocab_size=model.get_piece_size())
+        with tempfile.TemporaryDirectory(dir=dest) as workdir:
+            kept, removed, _ = clean(source, target, src, tgt, options, segment=lambda text: model.encode(text, out_type=str),
+                                     workdir=workdir, seconds=seconds)
     finally:
         for suffix in (".model", ".vocab"):
             os.unlink(os.path.join(dest, "spm-uncleaned" + suffix))
+    return kept, removed, {name: round(value, 1) for name, value in seconds.items()}
 
 
 def corpus_name(paths):

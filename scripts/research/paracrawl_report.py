@@ -7,7 +7,6 @@
 Mixes the 5,000 ParaCrawl English-German pairs (each judged V valid, A misaligned, MT machine translation,
 E translation error, F free translation, L wrong language, T tokenization) into a German-English training corpus
 (Multi30K's training pairs), encodes the mixture with one joint sentencepiece model, and reports for each label:
-the share the cleaning rules keep (``fairseq_autoassist.corpus.cleaning``: the defaults, and with the lexical rule), and
 the ROC AUC with which each pair feature (``fairseq_autoassist.assistant.bilingual``: higher should mean a better
 pair) ranks V above A+L and above every other label, beside the AUC of the bicleaner score ParaCrawl's own
 pipeline gave each pair. Features are computed as at training start, from the whole mixture. Then what the features
@@ -37,8 +36,7 @@ import tempfile
 import numpy as np
 
 from fairseq_autoassist.assistant import bilingual
-from fairseq_autoassist.corpus.cleaning import (CleaningOptions, check_declared_languages, clean, language_detector,
-                                        lexical_rule, pair_features)
+from fairseq_autoassist.corpus.cleaning import LanguageIdentifier, check_declared_languages
 from fairseq_autoassist.corpus.preparation import train_sentencepiece
 from fairseq_autoassist.corpus.raw_corpus import KINDS, PreparationError, corrupt, exit_code, read_parallel, write_noisy_copy
 from fairseq_autoassist.recipes import write_report
@@ -48,9 +46,9 @@ logger = logging.getLogger("paracrawl_report")
 LABELS = ("V", "A", "MT", "E", "F", "L", "T")
 # Column of the bicleaner score and of the judgement, by the number of columns of a release's rows (FORMAT.md).
 LAYOUTS = {9: (6, 7), 8: (4, 5)}
-# The lexical rule's threshold reported beside the default rules: the one docs/results/cleaning/ chose on the
-# development copy of noisy Multi30K.
-LEXICAL_BELOW = 1.5
+# fairseq's dictionaries put their four special symbols (<s>, <pad>, </s>, <unk>) before the pieces.
+SPECIAL_SYMBOLS = 4
+END_OF_SENTENCE = 2
 CLASSIFIER_SIZES = (250, 500, 1000, 2000, 2500)
 CLASSIFIER_DRAWS = 5
 # The synthetic negatives: half the mixture's pairs corrupted, by every kind but exact duplicates (which are real
@@ -81,6 +79,19 @@ def read_judged_pairs(folder):
                                            f"{', '.join(LABELS)}")
                 rows.append((columns[2].strip(), columns[3].strip(), label, float(score)))
     return rows
+
+
+def pair_features(encode, vocab_size, source, target):
+    """The ``PairFeatures`` of the pairs ``source``/``target`` (lists of text) as fairseq would binarize them:
+    ``encode(texts) -> [piece ids]`` of a piece model of ``vocab_size`` pieces, ids placed after fairseq's special
+    symbols, ``</s>`` last."""
+    from fairseq_autoassist.assistant import CorpusSide, PairFeatures
+
+    def side(lines):
+        rows = [np.r_[np.asarray(ids, dtype=np.int64) + SPECIAL_SYMBOLS, END_OF_SENTENCE] for ids in encode(lines)]
+        return CorpusSide(np.concatenate(rows), np.r_[0, np.cumsum([len(row) for row in rows])])
+
+    return PairFeatures(side(source), side(target), vocab_size=vocab_size + SPECIAL_SYMBOLS)
 
 
 def auc(scores, positive):
@@ -149,7 +160,7 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
     base_source, base_target = read_parallel(corpus_dir, "train", src, tgt)
     source = base_source + [row[JUDGED_SIDES.index(src)] for row in judged]
     target = base_target + [row[JUDGED_SIDES.index(tgt)] for row in judged]
-    languages = check_declared_languages(source, target, src, tgt, language_detector())
+    languages = check_declared_languages(source, target, src, tgt, LanguageIdentifier())
     mixed = np.arange(len(base_source), len(source))
     labels = np.array([row[2] for row in judged])
     if mixed_corpus:
@@ -167,11 +178,7 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
             with_negatives = pair_features(model.encode, model.get_piece_size(),
                                            source + [corrupted_source[line] for line in negative_of],
                                            target + [corrupted_target[line] for line in negative_of])
-        kept, _ = clean(source, target, src, tgt, CleaningOptions(), pieces=lambda text: len(model.encode(text)))
-        # The same with the lexical rule: it runs last, on what the other rules kept.
-        kept_with_lexical, _ = lexical_rule(source, target, kept, LEXICAL_BELOW, model.encode, model.get_piece_size())
     columns = features.bilingual()[mixed].astype(np.float64)
-    kept_mask = np.isin(mixed, kept)
     valid = labels == "V"
     comparisons = {"V vs A+L": np.isin(labels, ["V", "A", "L"]), "V vs all others": np.ones(len(labels), bool)}
     scores = {"bicleaner (ParaCrawl's pipeline)": np.array([row[3] for row in judged])}
@@ -180,10 +187,6 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
             scores[f"pair feature: {name}"] = FEATURE_SIGN[name] * columns[:, index]
     result = {
         "pairs": {label: int((labels == label).sum()) for label in LABELS},
-        "kept_by_cleaning": {label: float(kept_mask[labels == label].mean()) for label in LABELS},
-        "kept_by_cleaning_with_lexical": {label: float(np.isin(mixed[labels == label], kept_with_lexical).mean())
-                                          for label in LABELS},
-        "lexical_below": LEXICAL_BELOW,
         "auc": {name: {comparison: auc(values[subset], valid[subset]) for comparison, subset in comparisons.items()}
                 for name, values in scores.items()},
         "classifier_learning_curve": {
@@ -207,13 +210,12 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
 
 
 def markdown(result):
-    lines = ["Languages (declared; CLD2's most common reliable detection on a sample of the mixture): " + "; ".join(
+    lines = ["Languages (declared; heliport's most common identification on a sample of the mixture): " + "; ".join(
         f"{side} {found['declared']} (read as {found['detected']} in {found['detected_share']:.0%})"
         for side, found in result["languages"].items()) + ".", "",
-        "| label | pairs | kept by the cleaning rules | with `--clean-lexical-below "
-             f"{result['lexical_below']}` |", "|---|---|---|---|"]
-    lines += [f"| {label} | {result['pairs'][label]:,} | {result['kept_by_cleaning'][label]:.2f} | "
-              f"{result['kept_by_cleaning_with_lexical'][label]:.2f} |" for label in LABELS]
+        "| label | pairs |", "|---|---|"]
+    lines += [f"| {label} | {result['pairs'][label]:,} |" for label in LABELS]
+    lines += ["", "What the cleaning filters keep of each label: scripts/research/cleaning_report.py."]
     lines += ["", "| score (higher: a better pair) | AUC V vs A+L | AUC V vs all others |", "|---|---|---|"]
     lines += [f"| {name} | {aucs['V vs A+L']:.3f} | {aucs['V vs all others']:.3f} |"
               for name, aucs in result["auc"].items()]
