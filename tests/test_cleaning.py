@@ -28,13 +28,28 @@ def words(text):
     (("Eine Frau liest ein Buch im Park.", "Eine Katze schläft auf dem warmen Sofa."), "language"),
     (("Eine Frau liest ein Buch im Park.", "Una mujer lee un libro en el parque."), "language"),
 ])
-def test_each_filter_removes_its_kind_and_keeps_the_clean_pair(pair, name):
-    kept, removed, scores = clean([CLEAN[0], pair[0]], [CLEAN[1], pair[1]], "de", "en", ONE_PAIR_AT_A_TIME,
-                                  segment=words)
-    assert kept == [0] and removed[name] == [1]
+def test_each_filter_removes_its_kind_and_keeps_the_clean_pairs(pair, name):
+    # Three clean pairs set the corpus' median length ratio.
+    source = [CLEAN[0], "Zwei Männer sitzen auf einer Bank.", "Die Sonne scheint über dem See.", pair[0]]
+    target = [CLEAN[1], "Two men are sitting on a bench.", "The sun shines over the lake.", pair[1]]
+    kept, removed, scores = clean(source, target, "de", "en", ONE_PAIR_AT_A_TIME, segment=words)
+    assert kept == [0, 1, 2] and removed[name] == [3]
     assert sum(len(lines) for lines in removed.values()) == 1
     badness = pair_badness(scores, ONE_PAIR_AT_A_TIME)
-    assert badness[0] < 1 and (badness[1] >= 1 or name in ("duplicate", "near_duplicate"))
+    assert max(badness[:3]) < 1 and (badness[3] >= 1 or name in ("duplicate", "near_duplicate"))
+
+
+def test_the_length_ratio_is_measured_against_the_corpus_median_so_that_a_shorter_language_keeps_its_pairs():
+    # Chinese pieces (characters here) against English words: about 1.5 to 1, never a reason to remove a pair.
+    chinese = ["我不知道你在说什么", "他明天去北京", "这本书很有意思", "我们走吧", "你好吗朋友"]
+    english = ["I don't know what you are talking about", "He goes to Beijing tomorrow", "This book is very "
+               "interesting", "Let's go", "How are you my friend"]
+    segment = lambda text: text.split() if " " in text else list(text)  # noqa: E731
+    options = CleaningOptions(language=False, alignment_like_random=0, max_similarity=0)
+    assert clean(chinese, english, "zh", "en", options, segment=segment)[0] == [0, 1, 2, 3, 4]
+    kept, removed, _ = clean(chinese + ["好"], english + ["Good morning to all of you here today my friends"], "zh",
+                             "en", options, segment=segment)
+    assert removed["length_ratio"] == [5]
 
 
 def test_a_filter_switched_off_keeps_what_it_would_remove():
@@ -238,10 +253,12 @@ def test_languages_compare_as_iso_639_3_codes_folded_into_their_macrolanguage():
     assert cleaning.language_code("DE", "--src") == "deu" and cleaning.language_code("nob", "heliport") == "nor"
     with pytest.raises(PreparationError, match="--tgt xx is not an ISO 639 language code"):
         cleaning.language_code("xx", "--tgt")
-    chinese = ["我不知道你在说什么。", "他明天去北京。", "这本书很有意思。"]
-    kept, removed, _ = clean(chinese, ENGLISH[:3], "zh", "en", ONE_PAIR_AT_A_TIME,
-                             segment=lambda text: text.split() if " " in text else list(text))
-    assert kept == [0, 1, 2]
+    # Simplified Chinese that heliport reads as Japanese (it has no kana, which Japanese always writes) stays.
+    chinese = ["我不知道你在说什么。", "他明天去北京。", "这本书很有意思。", "辩诉交易是什么内容", "伸出来"]
+    kept, removed, _ = clean(chinese, ENGLISH[:5], "zh", "en", CleaningOptions(alignment_like_random=0,
+                                                                                max_length_ratio=0), segment=list)
+    assert kept == [0, 1, 2, 3, 4]
+    assert cleaning.LanguageIdentifier().identify("これは日本語の文です。") == "jpn"
 
 
 def test_dual_cross_entropy_removes_a_misaligned_pair_and_keeps_a_clean_one():

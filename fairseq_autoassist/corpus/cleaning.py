@@ -8,13 +8,16 @@ Each filter removes the pairs it finds, in this order, and a pair counts for the
   ``lowercase`` and ``letters_only``);
 * ``length`` (off by default): a side of more than ``max_pieces`` sentencepiece pieces (OpusFilter's
   ``LengthFilter`` over pieces; fairseq's WMT preparation: 250);
-* ``length_ratio``: one side more than ``max_length_ratio`` times as long as the other in sentencepiece pieces
-  (OpusFilter's ``LengthRatioFilter`` over pieces: pieces count a side without spaces too);
+* ``length_ratio``: a pair whose ratio of source to target length, in sentencepiece pieces (they count a side
+  without spaces too), is more than ``max_length_ratio`` times the corpus' median ratio or less than its inverse.
+  OpusFilter's ``LengthRatioFilter`` compares the plain ratio, which suits languages of similar length: a Chinese side
+  has about half the pieces of its English one, and the plain ratio removed a quarter of TVsub's valid pairs;
 * ``copy``: the target is (nearly) the source: Levenshtein similarity of the lowercased sides of at least
   ``max_similarity`` (OpusFilter's ``SimilarityFilter``, RapidFuzz);
 * ``language``: a side that HeLI-OTS (``heliport``, its model inside the wheel) identifies as another language than
   the declared one, by more than ``language_margin`` in its score (a per-character log probability: short sentences
-  that fit several languages almost equally, "Vergib Tom!", stay);
+  that fit several languages almost equally, "Vergib Tom!", stay). Japanese without kana is read as Chinese: heliport
+  takes many short simplified Chinese lines for Japanese, which always writes some kana;
 * ``alignment``: over the pairs the filters above kept, the eflomal word alignment score of each pair (OpusFilter's
   ``WordAlignFilter``, the mean of both directions; the aligner learns from the corpus itself, over sentencepiece
   pieces) compared with the scores of random pairings of the same sides, aligned with them: a pair scoring worse than
@@ -36,6 +39,7 @@ the lines ``autoassist-prepare`` already holds.
 """
 
 import collections
+import re
 import time
 from dataclasses import dataclass
 
@@ -65,8 +69,9 @@ class CleaningOptions:
     near_duplicates: bool = option(True, "remove pairs equal to an earlier one up to case and everything but letters")
     max_pieces: int = option(0, "remove pairs with a side of more than this many sentencepiece pieces (0: off; "
                              "fairseq's WMT recipe: 250)", minimum=0)
-    max_length_ratio: float = option(2.0, "remove pairs whose longer side has more than this many times the "
-                                     "sentencepiece pieces of the shorter (0: off)", minimum=0)
+    max_length_ratio: float = option(2.0, "remove pairs whose ratio of source to target sentencepiece pieces is "
+                                     "more than this many times the corpus' median ratio, or less than its inverse "
+                                     "(0: off)", minimum=0)
     max_similarity: float = option(0.9, "remove pairs whose lowercased sides have at least this Levenshtein "
                                    "similarity (a copied, untranslated source; 0: off)", minimum=0, maximum=1)
     language: bool = option(True, "remove pairs with a side that heliport identifies as another language")
@@ -78,6 +83,9 @@ class CleaningOptions:
                                           minimum=0, maximum=1)
     lm_above: float = option(0.0, "remove pairs with a side whose character language model cross-entropy lies more "
                              "than this many robust standard deviations above the median (0: off)", minimum=0)
+
+
+KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 
 
 def _requires(module, flag):
@@ -134,7 +142,10 @@ class LanguageIdentifier:
 
     def identify(self, text):
         """The language of ``text``, or None where heliport cannot tell."""
-        return self._code(self.identifier.identify(text)) if text.strip() else None
+        if not text.strip():
+            return None
+        found = self._code(self.identifier.identify(text))
+        return "zho" if found == "jpn" and not KANA.search(text) else found
 
     def margins(self, lines, declared):
         """Per line, how much worse the declared language (a ``language_code``) scores than the best language
@@ -343,12 +354,12 @@ def _length(max_pieces):
 
 def _length_ratio(max_ratio):
     def compute(source, target, kept, pieces_of):
-        filters = _requires("opusfilter.filters", "--clean-max-length-ratio 0")
-        ratio = filters.LengthRatioFilter(threshold=max_ratio, unit="word")
         # An empty side counts as one piece, as a sentence of a single piece would.
-        pairs = [(src or "_", tgt or "_") for src, tgt in _piece_pairs(source, target, kept, pieces_of)]
-        values = np.array(list(ratio.score(pairs)), dtype=np.float64)
-        return values, values >= max_ratio
+        lengths = [np.maximum([len(pieces) for pieces in pieces_of(side, lines, kept)], 1)
+                   for side, lines in (("source", source), ("target", target))]
+        log_ratio = np.log(lengths[0] / lengths[1]) if len(kept) else np.zeros(0)
+        values = np.exp(np.abs(log_ratio - np.median(log_ratio))) if len(kept) else log_ratio
+        return values, values > max_ratio
     return compute
 
 

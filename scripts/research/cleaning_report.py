@@ -75,13 +75,13 @@ def accentless_with_speakers(source, target, share=0.3, seed=1):
     return out
 
 
-def run_cleaning(source, target, src, tgt, options, vocab_size=8000):
-    """``clean`` as ``autoassist-prepare`` runs it (a sentencepiece model of the uncleaned pairs) with the language
-    model filter scored too: ``(kept mask, removed, PairScores, seconds per filter)``."""
+def run_cleaning(source, target, src, tgt, options, vocab_size=8000, score_lm=True):
+    """``clean`` as ``autoassist-prepare`` runs it (a sentencepiece model of the uncleaned pairs), with ``score_lm``
+    the language model filter scored too: ``(kept mask, removed, PairScores, seconds per filter)``."""
     with tempfile.TemporaryDirectory() as workdir:
         model = train_sentencepiece(source + target, os.path.join(workdir, "spm"), vocab_size, 1.0, 2_000_000)
         seconds = {}
-        scored = dataclasses.replace(options, lm_above=options.lm_above or SCORE_ONLY)
+        scored = dataclasses.replace(options, lm_above=options.lm_above or (SCORE_ONLY if score_lm else 0))
         kept, removed, scores = clean(source, target, src, tgt, scored, segment=lambda text: model.encode(
             text, out_type=str), workdir=workdir, seconds=seconds)
     mask = np.zeros(len(source), dtype=bool)
@@ -181,7 +181,7 @@ def timing(path, src, tgt, pairs, options):
     source, target = read_corpus(path, src, tgt)
     source, target = source[:pairs], target[:pairs]
     started = time.perf_counter()
-    kept, _, _, seconds = run_cleaning(source, target, src, tgt, dataclasses.replace(options, lm_above=0))
+    kept, _, _, seconds = run_cleaning(source, target, src, tgt, options, score_lm=False)
     return {"pairs": len(source), "seconds": round(time.perf_counter() - started, 1),
             "filter_seconds": {k: round(v, 1) for k, v in seconds.items()}, "kept": int(np.sum(kept))}
 

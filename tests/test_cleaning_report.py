@@ -1,0 +1,39 @@
+"""scripts/research/cleaning_report.py: the corpus it builds, what it counts as lost, and its summary."""
+
+import numpy as np
+
+from scripts.research.cleaning_report import accentless_with_speakers, alignment_sweep, lost_clean, summary
+
+
+def test_the_accentless_corpus_drops_diacritics_and_labels_both_sides_with_one_speaker():
+    source, target = accentless_with_speakers(["Schöne Grüße aus Köln."] * 200, ["Greetings from Cologne."] * 200)
+    assert not any(c in "".join(source) for c in "öüäÖÜÄ")
+    labelled = [i for i, line in enumerate(source) if ": " in line]
+    assert 30 < len(labelled) < 90  # about 30%
+    assert all(source[i].split(": ")[0] == target[i].split(": ")[0] for i in labelled)
+    assert source[0].endswith("Schone Gruße aus Koln.")
+
+
+def test_a_duplicate_removed_beside_its_kept_twin_is_not_a_lost_clean_pair():
+    labels = np.array(["clean", "clean", "duplicate", "misaligned", "clean"])
+    assert lost_clean(labels, {"duplicate": [0], "alignment": [3, 4], "language": []}) == 1
+
+
+def test_the_sweep_counts_what_each_alignment_threshold_would_keep():
+    labels = np.array(["clean", "clean", "misaligned", "misaligned", "clean"])
+    alignment = np.array([0.0, 0.3, 0.9, 0.2, np.nan])  # the last pair was removed before the alignment
+    rows = alignment_sweep(alignment, labels, {"length_ratio": [4], "alignment": []})
+    at = {row["alignment_like_random"]: row for row in rows}
+    assert at[0.25]["corrupted_kept"] == 0.5 and at[0.25]["clean_kept"] == 1 - 2 / 3
+    assert at[0.1]["corrupted_kept"] == 0.0
+
+
+def test_the_summary_takes_the_worse_fresh_copy_and_the_worst_clean_corpus():
+    result = {"noisy": {"dev": {"corrupted_kept": 0.9, "clean_kept": 0.1},
+                        "a": {"corrupted_kept": 0.04, "clean_kept": 0.97},
+                        "b": {"corrupted_kept": 0.02, "clean_kept": 0.96}},
+              "clean": {"x": {"removed_share_total": 0.02}, "y": {"removed_share_total": 0.035}},
+              "paracrawl": {"auc": {"badness (the filters together)": {"v_vs_al": 0.6, "v_vs_all": 0.55}}}}
+    assert summary(result) == {"paracrawl_auc_v_vs_al": 0.6, "paracrawl_auc_v_vs_all": 0.55,
+                               "noisy_corrupted_kept": 0.04, "noisy_clean_kept": 0.96, "clean_corpus_removed": 0.035,
+                               "stock_bleu_gain_over_clean": None}
