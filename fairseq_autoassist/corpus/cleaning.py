@@ -31,8 +31,8 @@ Each filter removes the pairs it finds, in this order, and a pair counts for the
 
 The language model filter's threshold is in robust standard deviations (the median absolute deviation times 1.4826)
 of the pairs being filtered. Every default was chosen on the development noisy copy (docs/results/cleaning/).
-``pair_badness`` folds every filter's score into one number per
-pair, its largest score over its threshold: a pair is removed where it is at least 1.
+``pair_badness`` folds every filter's score into one number per pair, its largest score over its threshold: a pair
+is removed where it is at least 1.
 
 OpusFilter itself is used for its filter classes only: its pipeline reads and writes files, where ``clean`` works on
 the lines ``autoassist-prepare`` already holds.
@@ -49,13 +49,12 @@ from ..option_fields import option, option_fields, value_problem
 from .raw_corpus import PreparationError
 
 FILTERS = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "alignment", "lm")
-# The filters scored over the pairs kept by the ones before, all at once: the others look at one pair at a time.
-CORPUS_FILTERS = ("alignment", "lm")
 ROBUST_SCALE = 1.4826
 # Random pairings aligned beside the corpus: a tenth of its pairs, at least this many (all, for a smaller corpus).
 RANDOM_PAIRINGS = 2000
 LM_ORDER = 6
-# A score of this many robust deviations or language-score units stands for "no score" (an unknown language).
+# A language margin or alignment score that stands for "unscorable" (a language heliport does not know, an empty or
+# infinite eflomal score): far beyond any threshold.
 UNSCORED = 99.0
 # What scripts/setup_env.sh installs, as does ``pip install fairseq-autoassist[clean]``.
 INSTALL = "pip install 'opusfilter[eflomal,varikn,heliport]'"
@@ -85,6 +84,7 @@ class CleaningOptions:
                              "than this many robust standard deviations above the median (0: off)", minimum=0)
 
 
+# Hiragana, katakana and their half-width forms: Japanese text always has some, Chinese none.
 KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 
 
@@ -254,15 +254,14 @@ class PairScores:
 
 def pair_badness(scores, options):
     """One number per pair: its largest filter score over the filter's threshold (each enabled filter that scored
-    it); a pair of badness at least 1 is one the filter removes (the language filter's exactly at 1 stays). Unscored
-    pairs (NaN) count as 0."""
+    it); a pair of badness at least 1 is one the filter removes (but one exactly at the length ratio's or language's
+    threshold, which remove above it). Unscored pairs (NaN) count as 0."""
     parts = [(scores.length_ratio, options.max_length_ratio), (scores.similarity, options.max_similarity),
              (scores.language, options.language_margin if options.language else 0),
              (scores.alignment, options.alignment_like_random), (scores.lm, options.lm_above)]
     badness = np.zeros(len(scores.alignment))
     for values, threshold in parts:
         if threshold > 0:
-            # A margin of 0 means the declared language is the best: no badness, whatever the threshold.
             badness = np.fmax(badness, np.nan_to_num(values, nan=0.0) / threshold)
     return badness
 
