@@ -249,17 +249,16 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
     info["test_sets"] = test_names
     coverage = default_coverage(src, tgt) if character_coverage is None else character_coverage
     if cleaning is not None:
-        kept_pairs, removed, filter_seconds = stages.run("cleaning", clean_pairs, source, target, src, tgt, cleaning, dest,
-                                         vocab_size, coverage, spm_sample)
+        kept_pairs, removed, filter_seconds = stages.run("cleaning", clean_pairs, source, target, src, tgt, cleaning,
+                                                         dest, vocab_size, coverage, spm_sample)
         if not kept_pairs:
-            counts = ", ".join(f"{rule}: {len(at)}" for rule, at in removed.items() if at)
+            counts = ", ".join(f"{name}: {len(at)}" for name, at in removed.items() if at)
             raise PreparationError(f"the cleaning filters removed every one of the {len(source)} training pairs of "
                                    f"{paths[0]} ({counts}); check the input or loosen the --clean-* thresholds")
         splits["train"] = taken((source, target), kept_pairs)
         info["cleaning"] = {"options": dataclasses.asdict(cleaning), "kept": len(kept_pairs), "of": len(source),
                             "filter_seconds": filter_seconds,
-                            "filters": cleaning_report({rule: lines[removed_at] for rule, removed_at in removed.items()},
-                                                     noise)}
+                            "filters": cleaning_report({name: lines[at] for name, at in removed.items()}, noise)}
         lines = lines[kept_pairs]
     write = functools.partial(write_data_bin, src=src, tgt=tgt, vocab_size=vocab_size, workers=workers,
                               character_coverage=coverage, sample=spm_sample)
@@ -350,8 +349,8 @@ def clean_pairs(source, target, src, tgt, options, dest, vocab_size, coverage, s
     seconds = {}
     try:
         with tempfile.TemporaryDirectory(dir=dest) as workdir:
-            kept, removed, _ = clean(source, target, src, tgt, options, segment=lambda text: model.encode(text, out_type=str),
-                                     workdir=workdir, seconds=seconds)
+            kept, removed, _ = clean(source, target, src, tgt, options, workdir=workdir, seconds=seconds,
+                                     segment=lambda text: model.encode(text, out_type=str))
     finally:
         for suffix in (".model", ".vocab"):
             os.unlink(os.path.join(dest, "spm-uncleaned" + suffix))

@@ -11,7 +11,9 @@
 
     python scripts/research/cleaning_report.py --out docs/results/cleaning/filters \
         --noisy data/multi30k-noisy30 --noisy data/multi30k-noisy30-seed2 --noisy data/multi30k-noisy30-mixB \
-        --clean-corpus multi30k=../shared/data/multi30k --clean-corpus tatoeba=../shared/data/tatoeba-deu-eng/deu-eng.zip \
+        --clean-corpus multi30k=../shared/data/multi30k \
+        --clean-corpus tatoeba=../shared/data/tatoeba-deu-eng/deu-eng.zip \
+        --clean-corpus tatoeba-accentless-speakers=../shared/data/tatoeba-deu-eng/deu-eng.zip \
         --paracrawl ../shared/data/paracrawl-human-eval --paracrawl-base ../shared/data/tatoeba-deu-eng/deu-eng.zip
 
 Writes ``results.json``, ``summary.json`` (the worse copy and the worst clean corpus) and ``results.md``. Each
@@ -276,7 +278,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
     args = parse_args(argv)
     fields = {f.name: f.type for f in dataclasses.fields(CleaningOptions)}
-    changed = {name: fields[name](value) for name, value in (item.split("=", 1) for item in args.set)}
+    changed = {name: value.lower() in ("1", "true", "yes") if fields[name] is bool else fields[name](value)
+               for name, value in (item.split("=", 1) for item in args.set)}
     options = CleaningOptions(**changed)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.json")
