@@ -75,8 +75,9 @@ def test_the_alignment_filter_removes_misaligned_pairs_that_every_other_filter_k
         english[i] = english[599 - i]
     options = CleaningOptions(language=False, max_length_ratio=0)
     kept, removed, scores = clean(german, english, "de", "en", options, segment=words)
-    # eflomal samples from a system seed: 17-20 of the 20 and none of the others in five runs.
-    assert len(set(removed["alignment"]) & set(range(20))) >= 15  # most misaligned pairs
+    # eflomal samples from a system seed: 14-20 of the 20 and none of the others in 19 runs; a filter no better than
+    # chance would remove 3 of the 20 (its threshold's 15%).
+    assert len(set(removed["alignment"]) & set(range(20))) >= 12  # most misaligned pairs
     assert len(set(removed["alignment"]) - set(range(20))) <= 6  # at most 1% of the aligned ones
     assert sorted(kept + removed["alignment"] + removed["duplicate"] + removed["near_duplicate"]) == list(range(600))
     np.testing.assert_array_equal(pair_badness(scores, options) >= 1, ~np.isin(np.arange(600), kept))

@@ -39,6 +39,7 @@ the lines ``autoassist-prepare`` already holds.
 """
 
 import collections
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -147,18 +148,20 @@ class LanguageIdentifier:
         found = self._code(self.identifier.identify(text))
         return "zho" if found == "jpn" and not KANA.search(text) else found
 
-    def margins(self, lines, declared):
-        """Per line, how much worse the declared language (a ``language_code``) scores than the best language
-        (0 where it is the best or heliport cannot tell; ``UNSCORED`` where heliport does not know it)."""
-        margins = np.zeros(len(lines))
+    def identify_with_margins(self, lines, declared):
+        """Per line, its language (``identify``) and how much worse the declared language (a ``language_code``)
+        scores than the best language (0 where it is the best or heliport cannot tell; ``UNSCORED`` where heliport
+        does not know it)."""
+        codes, margins = [], np.zeros(len(lines))
         for index, text in enumerate(lines):
             found = self.identify(text)
+            codes.append(found)
             if found is None or found == declared:
                 continue
             scores = self.identifier.identify_topk_with_score(text, 1000)
             declared_scores = [score for code, score in scores if self._code(code) == declared]
             margins[index] = min(declared_scores) - scores[0][1] if declared_scores else UNSCORED
-        return margins
+        return codes, margins
 
 
 # ``check_declared_languages``: pairs read, evenly spaced, and the share of a side's lines that the language filter
@@ -177,10 +180,11 @@ def check_declared_languages(source, target, src_lang, tgt_lang, identifier, mar
     found = {}
     for side, flag, lines, declared in (("source", "--src", source, src_lang), ("target", "--tgt", target, tgt_lang)):
         sampled = [lines[i] for i in picked]
-        counts = collections.Counter(code for code in map(identifier.identify, sampled) if code is not None)
+        codes, margins = identifier.identify_with_margins(sampled, language_code(declared, flag))
+        counts = collections.Counter(code for code in codes if code is not None)
         common, times = counts.most_common(1)[0] if counts else (None, 0)
         found[side] = (declared, common, times / max(sum(counts.values()), 1))
-        behind = identifier.margins(sampled, language_code(declared, flag)) > margin
+        behind = margins > margin
         if sampled and behind.mean() > LANGUAGE_CHECK_SHARE:
             name = short_code(common) if common else "another language"
             raise PreparationError(
@@ -221,8 +225,6 @@ def like_random_shares(source_pieces, target_pieces, seed=0):
 def lm_cross_entropies(lines, workdir):
     """Per line, its cross-entropy (bits per character) under a character ``LM_ORDER``-gram model (VariKN, Kneser-Ney
     growing) trained on ``lines`` themselves, written under ``workdir``."""
-    import os
-
     lm = _requires("opusfilter.lm", "--clean-lm-above 0")
     params = {"segmentation": {"type": "char"}, "norder": LM_ORDER}
     tokenizer = lm.LMTokenizer(**params)
@@ -238,8 +240,9 @@ def lm_cross_entropies(lines, workdir):
 @dataclass
 class PairScores:
     """Each filter's score of the pairs it saw, aligned with ``clean``'s input (NaN where a filter did not look at
-    a pair): ``length_ratio``, ``similarity``, ``language`` (the worse side's margin), ``alignment`` and ``lm``
-    (robust z of the worse direction or side)."""
+    a pair): ``length_ratio`` (the pair's ratio of pieces over the corpus' median ratio, or its inverse: at least
+    1), ``similarity``, ``language`` (the worse side's margin), ``alignment`` (the share of random pairings that
+    align better) and ``lm`` (robust z of the worse side)."""
 
     length_ratio: np.ndarray
     similarity: np.ndarray
@@ -292,7 +295,7 @@ def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=Non
                 pieces[side][i] = segment(lines[i])
         return [pieces[side][i] for i in at]
 
-    for name, field, compute in _pair_filters(options, src_lang, tgt_lang) + _corpus_filters(options, workdir):
+    for name, field, compute in _filters(options, src_lang, tgt_lang, workdir):
         started = time.perf_counter()
         values, removes = compute(source, target, kept, pieces_of)
         if field is not None:
@@ -303,7 +306,8 @@ def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=Non
     return kept.tolist(), removed, scores
 
 
-def _pair_filters(options, src_lang, tgt_lang):
+def _filters(options, src_lang, tgt_lang, workdir):
+    """``(name, PairScores field, compute)`` of each enabled filter, in ``FILTERS`` order."""
     steps = []
     if options.duplicates:
         steps.append(("duplicate", None, _duplicates(letters_only=False)))
@@ -317,11 +321,6 @@ def _pair_filters(options, src_lang, tgt_lang):
         steps.append(("copy", "similarity", _copy(options.max_similarity)))
     if options.language:
         steps.append(("language", "language", _language(src_lang, tgt_lang, options.language_margin)))
-    return steps
-
-
-def _corpus_filters(options, workdir):
-    steps = []
     if options.alignment_like_random > 0:
         steps.append(("alignment", "alignment", _alignment(options.alignment_like_random)))
     if options.lm_above > 0:
@@ -353,11 +352,13 @@ def _length(max_pieces):
 
 def _length_ratio(max_ratio):
     def compute(source, target, kept, pieces_of):
+        if not len(kept):
+            return np.zeros(0), np.zeros(0, dtype=bool)
         # An empty side counts as one piece, as a sentence of a single piece would.
         lengths = [np.maximum([len(pieces) for pieces in pieces_of(side, lines, kept)], 1)
                    for side, lines in (("source", source), ("target", target))]
-        log_ratio = np.log(lengths[0] / lengths[1]) if len(kept) else np.zeros(0)
-        values = np.exp(np.abs(log_ratio - np.median(log_ratio))) if len(kept) else log_ratio
+        log_ratio = np.log(lengths[0] / lengths[1])
+        values = np.exp(np.abs(log_ratio - np.median(log_ratio)))
         return values, values > max_ratio
     return compute
 
@@ -375,8 +376,11 @@ def _language(src_lang, tgt_lang, margin):
     def compute(source, target, kept, pieces_of):
         identifier = LanguageIdentifier()
         check_declared_languages(source, target, src_lang, tgt_lang, identifier, margin)
-        values = np.fmax(identifier.margins([source[i] for i in kept], language_code(src_lang, "--src")),
-                         identifier.margins([target[i] for i in kept], language_code(tgt_lang, "--tgt")))
+        _, source_margins = identifier.identify_with_margins([source[i] for i in kept],
+                                                             language_code(src_lang, "--src"))
+        _, target_margins = identifier.identify_with_margins([target[i] for i in kept],
+                                                             language_code(tgt_lang, "--tgt"))
+        values = np.fmax(source_margins, target_margins)
         return values, values > margin
     return compute
 

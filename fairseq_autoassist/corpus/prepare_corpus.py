@@ -58,6 +58,8 @@ VALIDATION_STEMS = ("valid", "val", "dev")
 # rare characters.
 MANY_CHARACTERS = {"zh", "ja", "ko", "th"}
 SPLIT_KEYS = ("source", "target")
+# Sentences sentencepiece trains on, at most (``--spm-sample``).
+SENTENCEPIECE_SAMPLE = 2_000_000
 
 
 class Stages:
@@ -193,8 +195,8 @@ def default_coverage(src, tgt):
 
 
 def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=2000, test_groups=2000, seed=1,
-            test_sets=(), cleaning=None, vocab_size=8000, character_coverage=None, spm_sample=2_000_000, workers=1,
-            name=None, moses_tokenized=()):
+            test_sets=(), cleaning=None, vocab_size=8000, character_coverage=None, spm_sample=SENTENCEPIECE_SAMPLE,
+            workers=1, name=None, moses_tokenized=()):
     """Prepares ``dest`` (see the module's description); returns what its ``prepare.json`` says. ``name``: the
     corpus' name, which names a test set split off its training pairs (default: the input's file name);
     ``moses_tokenized``: further test sets whose English side is detokenized first."""
@@ -249,15 +251,15 @@ def prepare(paths, dest, src, tgt, columns=None, split_by=None, valid_groups=200
     info["test_sets"] = test_names
     coverage = default_coverage(src, tgt) if character_coverage is None else character_coverage
     if cleaning is not None:
-        kept_pairs, removed, filter_seconds = stages.run("cleaning", clean_pairs, source, target, src, tgt, cleaning,
-                                                         dest, vocab_size, coverage, spm_sample)
+        kept_pairs, removed, _, filter_seconds = stages.run("cleaning", clean_pairs, source, target, src, tgt,
+                                                            cleaning, dest, vocab_size, coverage, spm_sample)
         if not kept_pairs:
             counts = ", ".join(f"{name}: {len(at)}" for name, at in removed.items() if at)
             raise PreparationError(f"the cleaning filters removed every one of the {len(source)} training pairs of "
                                    f"{paths[0]} ({counts}); check the input or loosen the --clean-* thresholds")
         splits["train"] = taken((source, target), kept_pairs)
         info["cleaning"] = {"options": dataclasses.asdict(cleaning), "kept": len(kept_pairs), "of": len(source),
-                            "filter_seconds": filter_seconds,
+                            "filter_seconds": {name: round(value, 1) for name, value in filter_seconds.items()},
                             "filters": cleaning_report({name: lines[at] for name, at in removed.items()}, noise)}
         lines = lines[kept_pairs]
     write = functools.partial(write_data_bin, src=src, tgt=tgt, vocab_size=vocab_size, workers=workers,
@@ -341,20 +343,20 @@ def remove_noise_list(dest):
 
 
 def clean_pairs(source, target, src, tgt, options, dest, vocab_size, coverage, sample):
-    """``cleaning.clean`` of the training pairs: ``(kept, removed, seconds per filter)``, with lengths counted and
-    pairs aligned in the pieces of a sentencepiece model trained on them uncleaned (a side without spaces has no
-    words to count), as the data's own model will be on the cleaned."""
+    """``cleaning.clean`` of the training pairs: ``(kept, removed, PairScores, seconds per filter)``, with lengths
+    counted and pairs aligned in the pieces of a sentencepiece model trained on them uncleaned (a side without spaces
+    has no words to count), as the data's own model will be on the cleaned."""
     os.makedirs(dest, exist_ok=True)
     model = train_sentencepiece(source + target, os.path.join(dest, "spm-uncleaned"), vocab_size, coverage, sample)
     seconds = {}
     try:
         with tempfile.TemporaryDirectory(dir=dest) as workdir:
-            kept, removed, _ = clean(source, target, src, tgt, options, workdir=workdir, seconds=seconds,
-                                     segment=lambda text: model.encode(text, out_type=str))
+            kept, removed, scores = clean(source, target, src, tgt, options, workdir=workdir, seconds=seconds,
+                                          segment=lambda text: model.encode(text, out_type=str))
     finally:
         for suffix in (".model", ".vocab"):
             os.unlink(os.path.join(dest, "spm-uncleaned" + suffix))
-    return kept, removed, {name: round(value, 1) for name, value in seconds.items()}
+    return kept, removed, scores, seconds
 
 
 def corpus_name(paths):
@@ -409,7 +411,7 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=8000, help="joint sentencepiece pieces (default 8000)")
     parser.add_argument("--character-coverage", type=float,
                         help="sentencepiece's character coverage (default 0.9995 with a zh, ja, ko or th side, else 1)")
-    parser.add_argument("--spm-sample", type=int, default=2_000_000,
+    parser.add_argument("--spm-sample", type=int, default=SENTENCEPIECE_SAMPLE,
                         help="training sentences sentencepiece learns from, drawn at random (default 2,000,000)")
     parser.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers (default 2)")
     add_cleaning_arguments(parser)

@@ -36,9 +36,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from fairseq_autoassist.corpus.cleaning import CleaningOptions, clean, pair_badness  # noqa: E402
-from fairseq_autoassist.corpus.preparation import train_sentencepiece  # noqa: E402
-from fairseq_autoassist.corpus.prepare_corpus import read_input  # noqa: E402
+from fairseq_autoassist.corpus.cleaning import CleaningOptions, pair_badness  # noqa: E402
+from fairseq_autoassist.corpus.prepare_corpus import (SENTENCEPIECE_SAMPLE, clean_pairs, default_coverage,  # noqa: E402
+                                                      read_input)
 from fairseq_autoassist.data.noise_list import read_noise  # noqa: E402
 from scripts.research.paracrawl_report import auc, read_judged_pairs  # noqa: E402
 
@@ -78,14 +78,12 @@ def accentless_with_speakers(source, target, share=0.3, seed=1):
 
 
 def run_cleaning(source, target, src, tgt, options, vocab_size=8000, score_lm=True):
-    """``clean`` as ``autoassist-prepare`` runs it (a sentencepiece model of the uncleaned pairs), with ``score_lm``
-    the language model filter scored too: ``(kept mask, removed, PairScores, seconds per filter)``."""
+    """``clean`` as ``autoassist-prepare`` runs it (``clean_pairs``), with ``score_lm`` the language model filter
+    scored too: ``(kept mask, removed, PairScores, seconds per filter)``."""
+    scored = dataclasses.replace(options, lm_above=options.lm_above or (SCORE_ONLY if score_lm else 0))
     with tempfile.TemporaryDirectory() as workdir:
-        model = train_sentencepiece(source + target, os.path.join(workdir, "spm"), vocab_size, 1.0, 2_000_000)
-        seconds = {}
-        scored = dataclasses.replace(options, lm_above=options.lm_above or (SCORE_ONLY if score_lm else 0))
-        kept, removed, scores = clean(source, target, src, tgt, scored, segment=lambda text: model.encode(
-            text, out_type=str), workdir=workdir, seconds=seconds)
+        kept, removed, scores, seconds = clean_pairs(source, target, src, tgt, scored, workdir, vocab_size,
+                                                     default_coverage(src, tgt), SENTENCEPIECE_SAMPLE)
     mask = np.zeros(len(source), dtype=bool)
     mask[kept] = True
     return mask, removed, scores, seconds
