@@ -696,3 +696,32 @@ def test_rescore_merges_recorded_benchmarks_and_the_later_file_wins(tmp_path):
     assert seed2["summary"]["keep-all@0.6"]["best_valid_bleu"]["mean"] == 12
     with pytest.raises(SystemExit):
         benchmark.main(["--preset", "smoke", "--out", str(tmp_path / "out"), "--rescore", str(tmp_path / "none.json")])
+
+
+def test_the_mixing_summary_gives_each_seed_its_ratios_to_its_own_stock_run():
+    from scripts.research.mixing_summary import summary_records
+
+    timing = {"baseline": {"median": 1.0, "low": 1.0, "high": 1.0},
+              "keep-all": {"median": 1.05, "low": 1.0, "high": 1.1}}
+    runs = [
+        run("baseline", (100, 5.0, 10), (200, 4.0, 20), (400, 3.5, 30), test_bleu=31.0),
+        # Seed 1: the stock run's best validation BLEU at 0.8 of its updates (1.1 times the tokens per update),
+        # a test BLEU 0.2 below the stock run's, tested at 320 updates.
+        run("keep-all@0.8", (80, 5.0, 10), (160, 4.0, 20), (320, 3.5, 30), tokens_per_update=110.0, test_bleu=30.8),
+        # Seed 2 has no stock run: no ratios.
+        run("keep-all@0.8", (80, 5.0, 10), (320, 3.5, 30), seed=2, test_bleu=30.0),
+        # Never reaching the stock run's level, and a test BLEU 0.5 below it.
+        run("keep-all@0.5", (100, 5.0, 12), (200, 4.0, 25), test_bleu=30.5),
+    ]
+    records = {(r["seed"], r["arm"]): r for r in summary_records(
+        "tiny", {"preset": "multi30k-long", "runs": runs, "time_per_update_vs_stock": timing})}
+    mixed = records[(1, "keep-all@0.8")]
+    assert mixed["tokens_ratio_valid_bleu"] == pytest.approx(0.88)
+    assert mixed["seconds_ratio_valid_bleu"] == pytest.approx(0.8 * 1.05)
+    assert mixed["seconds_ratio_test_bleu"] == pytest.approx(320 * 1.05 / 400)
+    assert (mixed["test_bleu"], mixed["stock_test_bleu"], mixed["stock_best_valid_bleu"]) == (30.8, 31.0, 30)
+    assert records[(2, "keep-all@0.8")]["stock_test_bleu"] is None
+    assert records[(2, "keep-all@0.8")]["tokens_ratio_valid_bleu"] is None
+    short = records[(1, "keep-all@0.5")]
+    assert short["tokens_ratio_valid_bleu"] is None and short["seconds_ratio_test_bleu"] is None
+    assert records[(1, "baseline")]["seconds_ratio_test_bleu"] == pytest.approx(1.0)
