@@ -725,3 +725,16 @@ def test_the_mixing_summary_gives_each_seed_its_ratios_to_its_own_stock_run():
     short = records[(1, "keep-all@0.5")]
     assert short["tokens_ratio_valid_bleu"] is None and short["seconds_ratio_test_bleu"] is None
     assert records[(1, "baseline")]["seconds_ratio_test_bleu"] == pytest.approx(1.0)
+
+
+def test_curves_against_seconds_price_each_arm_at_its_own_time_per_update(tmp_path):
+    timing = {"baseline": {"median": 1.0, "seconds": 0.2}, "keep-all": {"median": 1.05}}
+    points = [{"updates": 100, "valid_bleu": 10.0}]
+    assert report.with_seconds(points, "keep-all@0.7", timing)[0]["seconds"] == pytest.approx(100 * 1.05 * 0.2)
+    assert report.with_seconds(points, "baseline-cosine-0.6", timing)[0]["seconds"] == pytest.approx(100 * 0.2)
+    assert "seconds" not in report.with_seconds(points, "uniform@0.7", timing)[0]  # untimed: no such curve
+    runs = [run("baseline", (100, 5.0, 10), (200, 4.0, 20)), run("keep-all@0.7", (100, 5.0, 12), (140, 4.5, 15))]
+    report.plot(runs, str(tmp_path))
+    assert not os.path.exists(tmp_path / "bleu_vs_seconds.png")
+    report.plot(runs, str(tmp_path), timing)
+    assert os.path.exists(tmp_path / "bleu_vs_seconds.png") and os.path.exists(tmp_path / "loss_vs_seconds.png")

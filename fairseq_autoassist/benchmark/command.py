@@ -168,7 +168,7 @@ def main(argv=None):
              + equal_token_table(runs, preset.get("validate_interval_updates", 0))
              + test_checkpoint_table(runs) + peak_memory_table(runs))
     write_atomically(os.path.join(args.out, "results.md"), table)
-    plot(runs, args.out)
+    plot(runs, args.out, time_per_update)
     logging.getLogger("benchmark").info("wrote %s\n%s", args.out, table)
     return 0
 

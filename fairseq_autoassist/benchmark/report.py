@@ -7,7 +7,7 @@ import statistics
 
 import numpy as np
 
-from .arms import arm_spec, in_table_order
+from .arms import arm_spec, budget_matched, in_table_order
 from .figures import COSTS, MEASURES, best_checkpoint_tested, level_key, run_cost, with_tokens
 
 
@@ -286,6 +286,7 @@ def epoch_steps(xs, ys):
     return step_xs, step_ys
 
 
+SECONDS_LABEL = "seconds (updates times the arm's isolated time per update)"
 # (records, x, y, x label, y label, file): every validation (with its target tokens), or per-epoch records.
 PLOTS = (
     ("validations", "updates", "valid_bleu", "updates", "validation BLEU (greedy)", "bleu_vs_updates.png"),
@@ -293,10 +294,26 @@ PLOTS = (
      "bleu_vs_tokens.png"),
     ("validations", "target_tokens", "valid_loss", "target tokens trained on", "validation loss", "loss_vs_tokens.png"),
     ("epochs", "updates", "kept_share", "updates", "kept share of pairs", "kept_share.png"),
+    ("validations", "seconds", "valid_bleu", SECONDS_LABEL, "validation BLEU (greedy)", "bleu_vs_seconds.png"),
+    ("validations", "seconds", "valid_loss", SECONDS_LABEL, "validation loss", "loss_vs_seconds.png"),
 )
 
 
-def plot(runs, out):
+def with_seconds(points, arm, time_per_update):
+    """``points`` (validations) with the seconds their updates cost at the arm's isolated time per update (the stock
+    task's seconds per update times the arm's ratio; in stock-task updates where the timing lacks seconds). A
+    budget-matched stock run updates as the stock task does."""
+    timed_as = "baseline" if budget_matched(arm) else arm.partition("@")[0]
+    ratio = time_per_update.get(timed_as, {}).get("median")
+    if ratio is None:
+        return points
+    stock_seconds = time_per_update.get("baseline", {}).get("seconds", 1.0)
+    return [dict(point, seconds=point["updates"] * ratio * stock_seconds) for point in points]
+
+
+def plot(runs, out, time_per_update=None):
+    """The PLOTS of ``runs`` in ``out``; those against seconds only with ``time_per_update`` (the benchmark's
+    ``read_time_per_update``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -304,11 +321,14 @@ def plot(runs, out):
 
     arms = in_table_order(run["arm"] for run in runs)
     colors = plt.get_cmap("tab10" if len(arms) <= 10 else "tab20").colors
-    points = [dict(run, validations=with_tokens(run)) for run in runs]
+    points = [dict(run, validations=with_seconds(with_tokens(run), run["arm"], time_per_update or {}))
+              for run in runs]
     for records, x_key, y_key, xlabel, ylabel, name in PLOTS:
+        if x_key == "seconds" and not time_per_update:
+            continue
         figure, axis = plt.subplots(figsize=(7, 4.5))
         for arm_index, arm in enumerate(arms):
-            arm_runs = [run for run in points if run["arm"] == arm and run[records]]
+            arm_runs = [run for run in points if run["arm"] == arm and run[records] and x_key in run[records][0]]
             for i, run in enumerate(arm_runs):
                 xs = [row[x_key] for row in run[records]]
                 ys = [row[y_key] if row[y_key] is not None else float("nan") for row in run[records]]
