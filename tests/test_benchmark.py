@@ -705,6 +705,7 @@ def test_the_mixing_summary_gives_each_seed_its_ratios_to_its_own_stock_run():
               "keep-all": {"median": 1.05, "low": 1.0, "high": 1.1}}
     runs = [
         run("baseline", (100, 5.0, 10), (200, 4.0, 20), (400, 3.5, 30), test_bleu=31.0),
+        run("baseline-cosine-0.5", (100, 5.0, 10), (200, 4.2, 18), test_bleu=20.0),
         # Seed 1: the stock run's best validation BLEU at 0.8 of its updates (1.1 times the tokens per update),
         # a test BLEU 0.2 below the stock run's, tested at 320 updates.
         run("keep-all@0.8", (80, 5.0, 10), (160, 4.0, 20), (320, 3.5, 30), tokens_per_update=110.0, test_bleu=30.8),
@@ -720,6 +721,8 @@ def test_the_mixing_summary_gives_each_seed_its_ratios_to_its_own_stock_run():
     assert mixed["seconds_ratio_valid_bleu"] == pytest.approx(0.8 * 1.05)
     assert mixed["seconds_ratio_test_bleu"] == pytest.approx(320 * 1.05 / 400)
     assert (mixed["test_bleu"], mixed["stock_test_bleu"], mixed["stock_best_valid_bleu"]) == (30.8, 31.0, 30)
+    # On the frontier (18 at 200 updates, 30 at 400), its 30 costs the stock task 400 updates.
+    assert mixed["frontier_seconds_ratio_valid_bleu"] == pytest.approx(0.8 * 1.05)
     assert records[(2, "keep-all@0.8")]["stock_test_bleu"] is None
     assert records[(2, "keep-all@0.8")]["tokens_ratio_valid_bleu"] is None
     short = records[(1, "keep-all@0.5")]

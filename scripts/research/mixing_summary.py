@@ -15,7 +15,10 @@
   run's updates to its tested checkpoint; None where the run's test BLEU is more than ``TEST_BLEU_MARGIN`` below
   the stock run's (issue 63's target: its test BLEU within 0.3), or the arm is untimed;
 * ``test_bleu`` and ``stock_test_bleu``: beam 5, each run's best validation checkpoint; ``best_valid_bleu`` and
-  ``stock_best_valid_bleu``.
+  ``stock_best_valid_bleu``;
+* ``frontier_seconds_ratio_valid_bleu`` and ``_test_bleu``: the run's seconds over those at which the seed's stock
+  frontier (the full run and the budget-matched ones) reaches the run's own best validation BLEU or test BLEU (the
+  benchmark's ``frontier_seconds_*``): the saving at the quality the run reached; None outside the frontier.
 
 Merges into ``--out``: the records of ``--corpus`` are replaced, those of other corpora kept.
 """
@@ -29,47 +32,48 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from fairseq_autoassist.benchmark.arms import PRESETS  # noqa: E402
-from fairseq_autoassist.benchmark.figures import Bound, best_checkpoint_test_bleu, run_figures  # noqa: E402
+from fairseq_autoassist.benchmark.figures import best, best_checkpoint_test_bleu, derive  # noqa: E402
 from fairseq_autoassist.recipes import write_atomically  # noqa: E402
 
 logger = logging.getLogger("mixing_summary")
 TEST_BLEU_MARGIN = 0.3
 
 
-def _reached(ratio):
-    """A ratio the run reached (None for a ``Bound``: it never reached the stock run's level)."""
-    return None if ratio is None or isinstance(ratio, Bound) else round(float(ratio), 4)
-
-
-def _timing(time_per_update, arm):
-    return (time_per_update or {}).get(arm.partition("@")[0])  # ARM@FRACTION updates as ARM does
+def _reached(figure):
+    """A per-seed figure of ``derive`` where the run reached what it is measured against (None for a bound: it
+    never did, or for a figure that does not apply)."""
+    if figure is None or figure["mean"] is None or figure["below"] or figure["above"]:
+        return None
+    return round(figure["mean"], 4)
 
 
 def summary_records(corpus, results):
     """The records of ``results`` (a benchmark results.json, loaded), by seed in its run order."""
     budget = PRESETS[results["preset"]]["max_update"]
-    stock = {run["seed"]: run for run in results["runs"] if run["arm"] == "baseline"}
+    timing = results.get("time_per_update_vs_stock")
     records = []
-    for run in results["runs"]:
-        base = stock.get(run["seed"])
-        timing = _timing(results.get("time_per_update_vs_stock"), run["arm"])
-        record = {"corpus": corpus, "seed": run["seed"], "arm": run["arm"],
-                  "tokens_ratio_valid_bleu": None, "seconds_ratio_valid_bleu": None, "seconds_ratio_test_bleu": None,
-                  "test_bleu": best_checkpoint_test_bleu(run), "stock_test_bleu": None,
-                  "best_valid_bleu": max((p["valid_bleu"] for p in run["validations"]), default=None),
-                  "stock_best_valid_bleu": None}
-        if base is not None:
-            figures = run_figures(run, base, budget, (), timing)
-            stock_test = best_checkpoint_test_bleu(base)
-            record.update(tokens_ratio_valid_bleu=_reached(figures["target_tokens_ratio"]),
-                          seconds_ratio_valid_bleu=_reached(figures.get("seconds_ratio")),
-                          stock_test_bleu=stock_test, stock_best_valid_bleu=figures["target_bleu"])
-            test = record["test_bleu"]
-            if (timing and test is not None and stock_test is not None and test >= stock_test - TEST_BLEU_MARGIN
+    for seed in dict.fromkeys(run["seed"] for run in results["runs"]):
+        runs = [run for run in results["runs"] if run["seed"] == seed]
+        figures = derive(runs, budget, (), timing)  # one seed: each mean is that seed's figure
+        base = next((run for run in runs if run["arm"] == "baseline"), None)
+        stock_test = best_checkpoint_test_bleu(base) if base else None
+        for run in runs:
+            arm = figures.get(run["arm"], {})
+            test = best_checkpoint_test_bleu(run)
+            record = {"corpus": corpus, "seed": seed, "arm": run["arm"],
+                      "tokens_ratio_valid_bleu": _reached(arm.get("target_tokens_ratio")),
+                      "seconds_ratio_valid_bleu": _reached(arm.get("seconds_ratio")),
+                      "seconds_ratio_test_bleu": None, "test_bleu": test, "stock_test_bleu": stock_test,
+                      "best_valid_bleu": best(run["validations"], "valid_bleu"),
+                      "stock_best_valid_bleu": best(base["validations"], "valid_bleu") if base else None,
+                      "frontier_seconds_ratio_valid_bleu": _reached(arm.get("frontier_seconds_valid_bleu")),
+                      "frontier_seconds_ratio_test_bleu": _reached(arm.get("frontier_seconds_test_bleu"))}
+            ratio = arm.get("seconds_per_update_ratio", {}).get("mean") or (1.0 if run["arm"] == "baseline" else None)
+            if (ratio and test is not None and stock_test is not None and test >= stock_test - TEST_BLEU_MARGIN
                     and run.get("test_checkpoint_updates") and base.get("test_checkpoint_updates")):
                 record["seconds_ratio_test_bleu"] = round(
-                    run["test_checkpoint_updates"] * timing["median"] / base["test_checkpoint_updates"], 4)
-        records.append(record)
+                    run["test_checkpoint_updates"] * ratio / base["test_checkpoint_updates"], 4)
+            records.append(record)
     return records
 
 
