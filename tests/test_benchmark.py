@@ -63,6 +63,9 @@ def test_ratios_by_target_tokens_count_the_larger_batches_of_an_arm():
     assert timed["keep-all"]["seconds_ratio_high"]["mean"] == pytest.approx(0.8 * 1.2)
     at_budget = figures.derive([base, dict(arm, arm="keep-all@0.8")], budget=400, time_per_update=timing)
     assert at_budget["keep-all@0.8"]["seconds_per_update_ratio"]["mean"] == pytest.approx(1.1)
+    # A budget-matched stock run updates as the stock task does, as its curves against seconds show it.
+    stock_at_budget = figures.derive([base, dict(base, arm="baseline-cosine-0.5")], budget=400, time_per_update=timing)
+    assert stock_at_budget["baseline-cosine-0.5"]["seconds_per_update_ratio"]["mean"] == 1.0
     table = report.markdown(timed, {"command": "cmd"}, "machine", 400, timed=True)
     assert "| keep-all | 1.100 | 0.80 | 0.88 | 0.88 [0.84-0.96] |" in table
     assert "budget frontier" not in table  # no budget-matched baseline among the runs

@@ -182,12 +182,17 @@ def in_table_order(arms):
     return sorted(set(arms), key=lambda arm: (names.index(arm.partition("@")[0]), -arm_spec(arm).get("budget", 1.0)))
 
 
+def timed_as(arm):
+    """The arm whose isolated time per update ``arm``'s updates take: ``NAME@FRACTION`` updates as ``NAME`` does,
+    and the stock task's schedule variants (budget-matched or not) as ``baseline``."""
+    name = arm.partition("@")[0]
+    stock_variant = ARMS[name]["policy"] is None and not ARMS[name].get("clean_only")
+    return "baseline" if stock_variant else name
+
+
 def timed_arms(arms):
-    """The arms whose time per update ``arms`` need, the stock task first: each arm once whatever its budget, the
-    stock task's schedule variants (budget-matched or not) as ``baseline``, which updates as they do."""
-    names = [arm.partition("@")[0] for arm in arms]
-    stock_variants = {name for name in names if ARMS[name]["policy"] is None and not ARMS[name].get("clean_only")}
-    return ["baseline"] + [name for name in dict.fromkeys(names) if name not in stock_variants | {"baseline"}]
+    """The arms whose time per update ``arms`` need (``timed_as``), the stock task first, each once."""
+    return list(dict.fromkeys(["baseline"] + [timed_as(arm) for arm in arms]))
 
 
 def budget_matched(arm):

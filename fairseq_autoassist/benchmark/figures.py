@@ -28,7 +28,7 @@ import statistics
 
 import numpy as np
 
-from .arms import arm_spec, budget_matched
+from .arms import arm_spec, budget_matched, timed_as
 
 BELOW, ABOVE = "below", "above"
 COSTS = ("updates", "target_tokens")
@@ -211,7 +211,7 @@ def derive(runs, budget, bleu_levels=(), time_per_update=None):
         base = baselines.get(run["seed"])
         if base is None or not run["validations"]:
             continue
-        timing = time_per_update.get(run["arm"].partition("@")[0])  # ARM@FRACTION updates as ARM does
+        timing = time_per_update.get(timed_as(run["arm"]))
         figures = run_figures(run, base, budget, bleu_levels, timing)
         figures.update(budget_comparisons(run, base, matched, budget))
         if not on_frontier(run["arm"]):

@@ -7,7 +7,7 @@ import statistics
 
 import numpy as np
 
-from .arms import arm_spec, budget_matched, in_table_order
+from .arms import arm_spec, in_table_order, timed_as
 from .figures import COSTS, MEASURES, best_checkpoint_tested, level_key, run_cost, with_tokens
 
 
@@ -302,9 +302,8 @@ PLOTS = (
 def with_seconds(points, arm, time_per_update):
     """``points`` (validations) with the seconds their updates cost at the arm's isolated time per update (the stock
     task's seconds per update times the arm's ratio; in stock-task updates where the timing lacks seconds). A
-    budget-matched stock run updates as the stock task does."""
-    timed_as = "baseline" if budget_matched(arm) else arm.partition("@")[0]
-    ratio = time_per_update.get(timed_as, {}).get("median")
+    stock task's schedule variant updates as the stock task does (``timed_as``)."""
+    ratio = time_per_update.get(timed_as(arm), {}).get("median")
     if ratio is None:
         return points
     stock_seconds = time_per_update.get("baseline", {}).get("seconds", 1.0)
