@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fairseq_autoassist.benchmark import figures, logs, report, runs as benchmark_runs
-from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, training_args
+from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, timed_arms, training_args
 from fairseq_autoassist.recipes import TRAINING_MALLOC_ENV
 from fairseq_autoassist.benchmark import command as benchmark
 
@@ -640,6 +640,23 @@ def test_an_arm_at_a_smaller_budget_trains_for_that_fraction_with_its_schedule_e
     for wrong in ("learnable@1.5", "learnable@x", "learnable@0", "unknown@0.5"):
         with pytest.raises(SystemExit):
             benchmark.main(["--preset", "smoke", "--out", str(tmp_path), "--arms", wrong])
+
+
+def test_an_arm_on_another_preparation_trains_there_and_is_refused_before_anything_trains_without_it(tmp_path, capsys):
+    (tmp_path / "prepare.json").write_text("{}")
+    argv = ["--preset", "tvsub", "--data", str(tmp_path), "--out", str(tmp_path / "out"),
+            "--arms", "baseline", "deduplicated@0.7"]
+    with pytest.raises(SystemExit):
+        benchmark.main(argv)
+    assert f"{tmp_path / 'deduplicated'} is missing: the deduplicated arm needs autoassist-prepare" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "runs").exists()
+    (tmp_path / "deduplicated").mkdir()
+    (tmp_path / "deduplicated" / "prepare.json").write_text("{}")
+    argv = training_args("deduplicated@0.7", str(tmp_path), str(tmp_path / "run"), PRESETS["tvsub"], seed=1, cpu=True)
+    assert argv[0] == str(tmp_path / "deduplicated") and "--autoassist-policy" not in argv
+    assert argv[argv.index("--task") + 1] == "translation"
+    assert argv[argv.index("--max-update") + 1] == str(round(0.7 * PRESETS["tvsub"]["max_update"]))
+    assert timed_arms(["deduplicated@0.7", "baseline-cosine-0.8"]) == ["baseline", "deduplicated"]
 
 
 def test_report_tabulates_every_finished_run_and_trains_nothing(tmp_path):

@@ -73,7 +73,7 @@ def test_a_prepared_noisy_copy_carries_its_clean_only_oracle(tmp_path, raw_corpu
     with open(tmp_path / "bin" / "clean-only" / "prepare.json") as f:
         assert json.load(f)["pairs"] == {**info["pairs"], "train": 300}
     assert clean == str(tmp_path / "bin" / "clean-only") and arm_data("baseline", "x") == "x"
-    with pytest.raises(FileNotFoundError, match="the oracle arm needs a noisy copy"):
+    with pytest.raises(FileNotFoundError, match="the oracle-clean arm needs a noisy copy"):
         arm_data("oracle-clean", str(tmp_path / "noisy"))
 
 

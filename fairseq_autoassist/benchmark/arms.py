@@ -9,7 +9,7 @@ at their budgets form the budget frontier every other arm is placed on (``figure
 import argparse
 import os
 
-from ..corpus.raw_corpus import CLEAN_ONLY, NOISE_LIST, SCORES_FOLDER
+from ..corpus.raw_corpus import CLEAN_ONLY, DEDUPLICATED, NOISE_LIST, SCORES_FOLDER
 from ..recipes import recipe
 
 # Skip the pairs whose loss is below the running 0.3 quantile (learned), none as unlearnable, floor 0.1: about 0.73 kept.
@@ -51,8 +51,15 @@ ARMS = {
     # RHO-LOSS's reducible loss against the two-halves reference (autoassist-reference writes
     # DATA/scores/two-halves.npy).
     "reducible": {"policy": "reducible", "reference": "two-halves", "extra": ["--autoassist-base-prob", "0.1"]},
-    # The stock task on a noisy corpus' clean pairs alone (prepare_multi30k.py writes them beside a noisy copy).
-    "oracle-clean": {"policy": None, "clean_only": True},
+    # The stock task on another preparation of the corpus, a folder inside the data folder: a noisy copy's clean pairs
+    # alone (prepare_multi30k.py writes them beside a noisy copy); the corpus without its exact repeats, the static
+    # lever for redundancy.
+    "oracle-clean": {"policy": None, "data": CLEAN_ONLY,
+                     "prepared_by": "a noisy copy prepared by scripts/prepare_multi30k.py from a folder with noise.tsv"},
+    "deduplicated": {"policy": None, "data": DEDUPLICATED,
+                     "prepared_by": "autoassist-prepare of the same corpus with --clean --no-clean-near-duplicates "
+                                    "--clean-max-length-ratio 0 --clean-max-similarity 0 --no-clean-language "
+                                    f"--clean-alignment-like-random 0 --dest DATA/{DEDUPLICATED}"},
     # The few-pass regime (Tatoeba): the paper's Assistant learning from the first batch, rules that keep about 0.7
     # of the pairs (uniform's share), and skipping learned pairs alone or shared among near-duplicates.
     "assistant-no-warmup": {"policy": "assistant", "extra": ["--autoassist-warmup-epochs", "0"]},
@@ -93,7 +100,7 @@ PRESETS = {
                   bleu_levels=[0.1], validate_interval_updates=20,
                   arms=[arm for arm in ARMS
                         if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2] + OPTION_VARIANTS
-                        + ["oracle-clean", "reducible"]]),
+                        + ["oracle-clean", "deduplicated", "reducible"]]),
     "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[10, 15, 20], arms=QUICK_ARMS),
     "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
@@ -184,9 +191,10 @@ def in_table_order(arms):
 
 def timed_as(arm):
     """The arm whose isolated time per update ``arm``'s updates take: ``NAME@FRACTION`` updates as ``NAME`` does,
-    and the stock task's schedule variants (budget-matched or not) as ``baseline``."""
+    and the stock task's schedule variants (budget-matched or not) as ``baseline``; an arm on other data is timed
+    on it."""
     name = arm.partition("@")[0]
-    stock_variant = ARMS[name]["policy"] is None and not ARMS[name].get("clean_only")
+    stock_variant = ARMS[name]["policy"] is None and "data" not in ARMS[name]
     return "baseline" if stock_variant else name
 
 
@@ -207,14 +215,14 @@ def noise_list(data):
 
 
 def arm_data(arm, data):
-    """The data folder ``arm`` trains and is tested on: ``data``, or for the clean-only oracle its clean copy."""
-    if not arm_spec(arm).get("clean_only"):
+    """The data folder ``arm`` trains and is tested on: ``data``, or the folder inside it that the arm names."""
+    spec = arm_spec(arm)
+    if "data" not in spec:
         return data
-    clean = os.path.join(data, CLEAN_ONLY)
-    if not os.path.isfile(os.path.join(clean, "prepare.json")):
-        raise FileNotFoundError(f"{clean} is missing: the oracle arm needs a noisy copy prepared by "
-                                "scripts/prepare_multi30k.py from a folder with noise.tsv")
-    return clean
+    folder = os.path.join(data, spec["data"])
+    if not os.path.isfile(os.path.join(folder, "prepare.json")):
+        raise FileNotFoundError(f"{folder} is missing: the {arm.partition('@')[0]} arm needs {spec['prepared_by']}")
+    return folder
 
 
 def reference_scores(data, recipe_name):

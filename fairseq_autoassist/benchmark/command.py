@@ -27,7 +27,7 @@ import os
 import shlex
 import sys
 
-from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, noise_list, timed_arms
+from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, arm_data, in_table_order, noise_list, timed_arms
 from fairseq_autoassist.benchmark.figures import MIN_TIMING_SESSIONS, derive, with_validations
 from fairseq_autoassist.benchmark.report import (describe_machine, equal_token_table, equal_update_table, markdown,
                                                  peak_memory_table, plot, test_checkpoint_table)
@@ -46,6 +46,11 @@ def train_arms(parser, args, preset):
         parser.error(f"--preset {args.preset} needs a noisy corpus, but {noise_list(data)} is missing; prepare "
                      "the output of scripts/research/make_noisy_corpus.py with scripts/prepare_multi30k.py --raw-dir")
     arms = args.arms or preset["arms"]
+    for arm in arms:  # an arm's own data folder is checked before any arm trains
+        try:
+            arm_data(arm, data)
+        except FileNotFoundError as error:
+            parser.error(str(error))
     if "baseline" not in arms:
         logging.getLogger("benchmark").warning(
             "--arms has no baseline: every figure is against the stock baseline of the same seed, so tabulate these "

@@ -90,6 +90,9 @@ def nonempty_pairs(sides):
 
 # The folder, inside a noisy copy's data folder, of the same corpus without those pairs (the clean-only oracle).
 CLEAN_ONLY = "clean-only"
+# The folder, inside a data folder, of the same corpus without its exact repeats (``autoassist-prepare --clean`` with
+# every other filter off).
+DEDUPLICATED = "deduplicated"
 # The folder, inside a data folder, of its pairs' reference scores (autoassist-score, autoassist-reference).
 SCORES_FOLDER = "scores"
 
