@@ -161,6 +161,30 @@ def test_a_folder_with_its_own_splits_and_the_cleaning_with_a_contradicted_langu
         in missing.stdout
 
 
+def test_cleaning_trains_a_model_of_the_uncleaned_pairs_only_for_a_filter_that_counts_pieces(tmp_path, monkeypatch):
+    from fairseq_autoassist.corpus.cleaning import CleaningOptions
+
+    trained = []
+    real_training = prepare_corpus.train_sentencepiece
+
+    def train_sentencepiece(*args):
+        trained.append(args[1])
+        return real_training(*args)
+
+    monkeypatch.setattr(prepare_corpus, "train_sentencepiece", train_sentencepiece)
+    pairs = made_up_pairs(200)
+    source, target = [s for s, _ in pairs] + [pairs[0][0]], [t for _, t in pairs] + [pairs[0][1]]
+    duplicates_only = CleaningOptions(near_duplicates=False, max_length_ratio=0, max_similarity=0, language=False,
+                                      alignment_like_random=0)
+    kept, removed, _, _ = prepare_corpus.clean_pairs(source, target, "xx", "yy", duplicates_only, str(tmp_path), 60,
+                                                     1.0, 1000)
+    repeats = [i for i, pair in enumerate(zip(source, target)) if pair in list(zip(source, target))[:i]]
+    assert 200 in repeats and removed["duplicate"] == repeats and len(kept) == 201 - len(repeats) and trained == []
+    with_lengths = CleaningOptions(near_duplicates=False, max_similarity=0, language=False, alignment_like_random=0)
+    prepare_corpus.clean_pairs(source, target, "xx", "yy", with_lengths, str(tmp_path), 60, 1.0, 1000)
+    assert trained == [str(tmp_path / "spm-uncleaned")] and os.listdir(tmp_path) == []
+
+
 def test_moses_tokenized_english_reads_as_raw_text():
     from fairseq_autoassist.corpus.detokenize import detokenized
 

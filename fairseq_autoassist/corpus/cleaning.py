@@ -269,6 +269,11 @@ def pair_badness(scores, options):
     return badness
 
 
+def needs_pieces(options):
+    """Whether a filter of ``options`` counts sentencepiece pieces (the length filters) or aligns them."""
+    return options.max_length_ratio > 0 or options.max_pieces > 0 or options.alignment_like_random > 0
+
+
 def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=None, seconds=None):
     """The indices of the pairs every enabled filter keeps, ``{filter: [removed indices]}`` and their ``PairScores``.
 
@@ -276,8 +281,7 @@ def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=Non
     length filter or the alignment filter is on); ``workdir`` holds the language models (needed when ``lm_above`` >
     0); ``seconds`` (a dict), where given, receives each filter's seconds.
     """
-    needs_pieces = options.max_length_ratio > 0 or options.max_pieces > 0 or options.alignment_like_random > 0
-    if needs_pieces and segment is None:
+    if needs_pieces(options) and segment is None:
         raise ValueError("the length and alignment filters need a sentencepiece segmenter")
     if options.lm_above > 0 and workdir is None:
         raise ValueError("the language model filter needs a working folder")

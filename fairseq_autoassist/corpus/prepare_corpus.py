@@ -44,7 +44,7 @@ import zipfile
 
 import numpy as np
 
-from .cleaning import add_arguments as add_cleaning_arguments, clean, options_from as cleaning_options
+from .cleaning import add_arguments as add_cleaning_arguments, clean, needs_pieces, options_from as cleaning_options
 from ..commands import command_parser
 from .detokenize import detokenized
 from .preparation import train_sentencepiece, write_data_bin, write_manifest
@@ -345,16 +345,17 @@ def remove_noise_list(dest):
 def clean_pairs(source, target, src, tgt, options, dest, vocab_size, coverage, sample):
     """``cleaning.clean`` of the training pairs: ``(kept, removed, PairScores, seconds per filter)``, with lengths
     counted and pairs aligned in the pieces of a sentencepiece model trained on them uncleaned (a side without spaces
-    has no words to count), as the data's own model will be on the cleaned."""
+    has no words to count), as the data's own model will be on the cleaned; trained only where a filter needs them."""
     os.makedirs(dest, exist_ok=True)
-    model = train_sentencepiece(source + target, os.path.join(dest, "spm-uncleaned"), vocab_size, coverage, sample)
+    model = (train_sentencepiece(source + target, os.path.join(dest, "spm-uncleaned"), vocab_size, coverage, sample)
+             if needs_pieces(options) else None)
     seconds = {}
     try:
         with tempfile.TemporaryDirectory(dir=dest) as workdir:
             kept, removed, scores = clean(source, target, src, tgt, options, workdir=workdir, seconds=seconds,
-                                          segment=lambda text: model.encode(text, out_type=str))
+                                          segment=model and (lambda text: model.encode(text, out_type=str)))
     finally:
-        for suffix in (".model", ".vocab"):
+        for suffix in (".model", ".vocab") if model else ():
             os.unlink(os.path.join(dest, "spm-uncleaned" + suffix))
     return kept, removed, scores, seconds
 
