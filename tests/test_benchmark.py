@@ -648,7 +648,8 @@ def test_an_arm_on_another_preparation_trains_there_and_is_refused_before_anythi
             "--arms", "baseline", "deduplicated@0.7"]
     with pytest.raises(SystemExit):
         benchmark.main(argv)
-    assert f"{tmp_path / 'deduplicated'} is missing: the deduplicated arm needs autoassist-prepare" in capsys.readouterr().err
+    refusal = capsys.readouterr().err
+    assert f"{tmp_path / 'deduplicated'} is missing: the deduplicated arm needs autoassist-prepare" in refusal
     assert not (tmp_path / "out" / "runs").exists()
     (tmp_path / "deduplicated").mkdir()
     (tmp_path / "deduplicated" / "prepare.json").write_text("{}")

@@ -54,8 +54,8 @@ ARMS = {
     # The stock task on another preparation of the corpus, a folder inside the data folder: a noisy copy's clean pairs
     # alone (prepare_multi30k.py writes them beside a noisy copy); the corpus without its exact repeats, the static
     # lever for redundancy.
-    "oracle-clean": {"policy": None, "data": CLEAN_ONLY,
-                     "prepared_by": "a noisy copy prepared by scripts/prepare_multi30k.py from a folder with noise.tsv"},
+    "oracle-clean": {"policy": None, "data": CLEAN_ONLY, "prepared_by": "a noisy copy prepared by "
+                     "scripts/prepare_multi30k.py from a folder with noise.tsv"},
     "deduplicated": {"policy": None, "data": DEDUPLICATED,
                      "prepared_by": "autoassist-prepare of the same corpus with --clean --no-clean-near-duplicates "
                                     "--clean-max-length-ratio 0 --clean-max-similarity 0 --no-clean-language "

@@ -27,7 +27,8 @@ import os
 import shlex
 import sys
 
-from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, arm_data, in_table_order, noise_list, timed_arms
+from fairseq_autoassist.benchmark.arms import (ARMS, PRESETS, arm_argument, arm_data, in_table_order, noise_list,
+                                               timed_arms)
 from fairseq_autoassist.benchmark.figures import MIN_TIMING_SESSIONS, derive, with_validations
 from fairseq_autoassist.benchmark.report import (describe_machine, equal_token_table, equal_update_table, markdown,
                                                  peak_memory_table, plot, test_checkpoint_table)
