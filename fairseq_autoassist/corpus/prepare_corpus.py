@@ -349,13 +349,14 @@ def clean_pairs(source, target, src, tgt, options, dest, vocab_size, coverage, s
     os.makedirs(dest, exist_ok=True)
     model = (train_sentencepiece(source + target, os.path.join(dest, "spm-uncleaned"), vocab_size, coverage, sample)
              if needs_pieces(options) else None)
+    segment = None if model is None else (lambda text: model.encode(text, out_type=str))
     seconds = {}
     try:
         with tempfile.TemporaryDirectory(dir=dest) as workdir:
             kept, removed, scores = clean(source, target, src, tgt, options, workdir=workdir, seconds=seconds,
-                                          segment=model and (lambda text: model.encode(text, out_type=str)))
+                                          segment=segment)
     finally:
-        for suffix in (".model", ".vocab") if model else ():
+        for suffix in (".model", ".vocab") if model is not None else ():
             os.unlink(os.path.join(dest, "spm-uncleaned" + suffix))
     return kept, removed, scores, seconds
 
