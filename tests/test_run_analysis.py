@@ -1,5 +1,5 @@
 """The scripts that explain a benchmark's runs, on hand-made inputs: scripts/research/bleu_breakdown.py (BLEU by
-reference length, recall by training frequency) and scripts/research/skipped_pairs_report.py (which pairs a
+reference length and by the pair's copies in training, recall by training frequency) and scripts/research/skipped_pairs_report.py (which pairs a
 selecting rule skips)."""
 
 import json
@@ -18,13 +18,34 @@ def test_bleu_is_split_by_reference_length_and_recall_by_training_frequency():
     assert band_of == {"the": 0, ".": 0, "dog": 1, "cat": 1, "fox": 2}
     # The two short sentences exact, the long one all wrong but for its frequent tokens.
     hypotheses = ["the cat sat .", "a dog ran .", "the the . x y z w v u t"]
-    figures = bleu_breakdown.breakdown(hypotheses, REFERENCES, band_of, length_edges=(4,), frequency_edges=(2, 4))
+    figures = bleu_breakdown.breakdown(hypotheses, REFERENCES, band_of, length_edges=(4,), frequency_edges=(2, 4),
+                                       occurrences=[0, 3, 1])
     by_length = figures["bleu_by_reference_length"]
     assert list(by_length) == ["<= 4", "> 4"] and by_length["<= 4"] == 100.0 and by_length["> 4"] < 10
+    # The pair seen three times in training is exact, the one seen once all wrong.
+    by_occurrence = figures["bleu_by_training_occurrences"]
+    assert by_occurrence["never"] == by_occurrence["more often"] == 100.0 and by_occurrence["once"] < 10
     # Reference tokens by band: the/. 2+1+3 (all produced), dog/cat 1+1+1 (the long one's dog missed), the rest
     # (sat, a, ran, quick, ...) 3 of 9.
     assert figures["recall_by_training_frequency"] == {"top 2": 1.0, "3-4": round(2 / 3, 3), "beyond 4": round(3 / 9, 3)}
     assert figures["bleu_signature"].startswith("nrefs:1|case:mixed")
+
+
+def test_each_held_out_pair_counts_its_copies_in_training_by_both_sides():
+    from fairseq_autoassist.assistant import CorpusSide, PairFeatures
+
+    def pairs(sources, targets):
+        def side(sentences):
+            return CorpusSide(np.concatenate(sentences), np.r_[0, np.cumsum([len(s) for s in sentences])])
+        return PairFeatures(side([np.array(s) for s in sources]), side([np.array(t) for t in targets]), vocab_size=10)
+
+    training = pairs([[1, 2], [1, 2], [3], [1, 2], [4]], [[5], [5], [6], [6], [5]])  # (12, 5) twice
+    held_out = pairs([[1, 2], [3], [4], [2, 1], [1, 2]], [[5], [6], [6], [5], [6]])
+    keys = bleu_breakdown.pair_hashes(held_out)
+    occurrences = bleu_breakdown.occurrences_in(bleu_breakdown.pair_hashes(training), keys)
+    # The same source with another target, or the same pieces in another order, is another pair.
+    assert occurrences.tolist() == [2, 1, 0, 0, 1]
+    assert bleu_breakdown.occurrence_bands(occurrences).tolist() == [2, 1, 0, 0, 1]
 
 
 def test_length_edges_default_to_the_references_terciles():
@@ -37,11 +58,13 @@ def test_length_edges_default_to_the_references_terciles():
 def test_each_arm_is_the_mean_of_its_seeds_and_empty_buckets_stay_empty():
     run = {"bleu": 10.0, "precisions": [50.0, 20.0], "brevity_penalty": 1.0, "length_ratio": 1.0,
            "bleu_by_reference_length": {"<= 5": 10.0, "> 5": None},
+           "bleu_by_training_occurrences": {"never": 8.0, "once": None},
            "recall_by_training_frequency": {"top 2": 0.5}}
     other = {**run, "bleu": 20.0, "precisions": [60.0, 30.0], "recall_by_training_frequency": {"top 2": 0.7}}
     mean = bleu_breakdown.mean_figures([run, other])
     assert mean["bleu"] == 15.0 and mean["precisions"] == [55.0, 25.0] and mean["seeds"] == 2
     assert mean["bleu_by_reference_length"] == {"<= 5": 10.0, "> 5": None}
+    assert mean["bleu_by_training_occurrences"] == {"never": 8.0, "once": None}
     assert mean["recall_by_training_frequency"] == {"top 2": 0.6}
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Where each benchmark arm's BLEU comes from: n-gram precisions, BLEU by reference length, recall of frequent words.
+"""Where each benchmark arm's BLEU comes from: n-gram precisions, BLEU by reference length and by how often the pair
+occurs in training, recall of frequent words.
 
     python scripts/research/bleu_breakdown.py --data data-bin/tatoeba.de-en --bench runs/bench-tatoeba \
         --out docs/results/benchmark-tatoeba
@@ -8,10 +9,11 @@ Reads the hypotheses every finished run of a ``benchmark.py`` output folder wrot
 (``BENCH/runs/ARM-seedN/bleu_SPLIT.json`` names them) and scores them against the raw references of the prepared
 ``--data`` folder with sacreBLEU (its default BLEU, as the benchmark reports): the 1- to 4-gram precisions and the
 brevity penalty; BLEU on the sentences of each reference length (13a tokens, split at ``--length-edges``, by default
-the references' terciles); and the share of the references' tokens in each band of training-side frequency (the
-most frequent ``--frequency-edges`` target tokens of the training split, and the rest) that the hypothesis
-reproduces (clipped counts, as BLEU's unigrams). Each arm's figures are the mean over its seeds. Writes
-``bleu_breakdown_SPLIT.json`` (every run's figures) and ``.md`` to ``--out``.
+the references' terciles); BLEU on the pairs that never, once or more often occur in ``--data``'s training split
+(the same pieces on both sides: what removing exact duplicates thins); and the share of the references' tokens in
+each band of training-side frequency (the most frequent ``--frequency-edges`` target tokens of the training split,
+and the rest) that the hypothesis reproduces (clipped counts, as BLEU's unigrams). Each arm's figures are the mean
+over its seeds. Writes ``bleu_breakdown_SPLIT.json`` (every run's figures) and ``.md`` to ``--out``.
 """
 
 import argparse
@@ -34,6 +36,7 @@ from fairseq_autoassist.recipes import require_prepared, split_named, write_repo
 logger = logging.getLogger("bleu_breakdown")
 
 FREQUENCY_EDGES = (100, 1000)
+OCCURRENCE_LABELS = ("never", "once", "more often")
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,19 +81,32 @@ def frequency_bands(token_counts, edges):
     return {token: int(np.searchsorted(edges, rank, side="right")) for rank, token in enumerate(ranked)}
 
 
-def breakdown(hypotheses, references, band_of, length_edges, frequency_edges):
-    """The figures of one run (see the module's docstring)."""
+def occurrence_bands(occurrences):
+    """Each pair's index in OCCURRENCE_LABELS, from how often it occurs in the training split."""
+    return np.minimum(np.asarray(occurrences, dtype=np.int64), len(OCCURRENCE_LABELS) - 1)
+
+
+def bleu_by_group(hypotheses, references, group, labels):
+    """Corpus BLEU of the sentences of each group (``group[i]``: sentence i's index in ``labels``); None where empty."""
+    figures = {}
+    for index, label in enumerate(labels):
+        members = np.flatnonzero(group == index)
+        figures[label] = (round(corpus_bleu([hypotheses[i] for i in members], [references[i] for i in members]).score,
+                                2) if len(members) else None)
+    return figures
+
+
+def breakdown(hypotheses, references, band_of, length_edges, frequency_edges, occurrences):
+    """The figures of one run (see the module's docstring); ``occurrences``: how often each pair occurs in the
+    training split."""
     if len(hypotheses) != len(references):
         raise PreparationError(f"{len(hypotheses)} hypotheses for {len(references)} references")
     metric = bleu_metric()
     whole = metric.corpus_score(hypotheses, [references])
     reference_tokens = [tokenize(reference) for reference in references]
     bucket = np.searchsorted(length_edges, [len(tokens) for tokens in reference_tokens], side="left")
-    by_length = {}
-    for index, label in enumerate(bucket_labels(length_edges)):
-        members = np.flatnonzero(bucket == index)
-        by_length[label] = (round(corpus_bleu([hypotheses[i] for i in members], [references[i] for i in members]).score,
-                                  2) if len(members) else None)
+    by_length = bleu_by_group(hypotheses, references, bucket, bucket_labels(length_edges))
+    by_occurrence = bleu_by_group(hypotheses, references, occurrence_bands(occurrences), OCCURRENCE_LABELS)
     matched = np.zeros(len(frequency_edges) + 1)
     total = np.zeros(len(frequency_edges) + 1)
     for hypothesis, tokens in zip(hypotheses, reference_tokens):
@@ -104,7 +120,8 @@ def breakdown(hypotheses, references, band_of, length_edges, frequency_edges):
     return {"bleu": round(whole.score, 2), "bleu_signature": str(metric.get_signature()),
             "precisions": [round(p, 1) for p in whole.precisions], "brevity_penalty": round(whole.bp, 3),
             "length_ratio": round(whole.sys_len / max(whole.ref_len, 1), 3),
-            "bleu_by_reference_length": by_length, "recall_by_training_frequency": recall}
+            "bleu_by_reference_length": by_length, "bleu_by_training_occurrences": by_occurrence,
+            "recall_by_training_frequency": recall}
 
 
 def training_token_counts(data, source, target):
@@ -122,6 +139,30 @@ def training_token_counts(data, source, target):
     for i in range(len(dataset)):
         counts.update(tokenize(pieces.decode(dictionary.string(dataset[i]).split())))
     return counts
+
+
+def occurrences_in(training_keys, keys):
+    """How often each of ``keys`` occurs among ``training_keys`` (arrays of pair hashes)."""
+    distinct, counts = np.unique(training_keys, return_counts=True)
+    position = np.minimum(np.searchsorted(distinct, keys), len(distinct) - 1)
+    return np.where(distinct[position] == keys, counts[position], 0)
+
+
+def pair_hashes(pairs):
+    """One 64-bit hash per pair of a ``PairFeatures``, from its source's and its target's."""
+    with np.errstate(over="ignore"):
+        return pairs.source.sentence_hashes() * np.uint64(0x9E3779B97F4A7C15) ^ pairs.target.sentence_hashes()
+
+
+def training_occurrences(data, source, target, split):
+    """How often each pair of ``split`` occurs in the training split, as the same pieces on both sides."""
+    from fairseq_autoassist.data.iterator import load_pair_features
+
+    try:
+        held_out = load_pair_features(data, source, target, split)
+    except AutoAssistConfigError as error:
+        raise PreparationError(f"{error} (--split {split} must name a binarized split of --data)") from error
+    return occurrences_in(pair_hashes(load_pair_features(data, source, target)), pair_hashes(held_out))
 
 
 def read_lines(path):
@@ -157,26 +198,30 @@ def mean_figures(runs):
             "brevity_penalty": mean([r["brevity_penalty"] for r in runs]),
             "length_ratio": mean([r["length_ratio"] for r in runs]),
             **{key: {label: mean([r[key][label] for r in runs]) for label in first[key]}
-               for key in ("bleu_by_reference_length", "recall_by_training_frequency")}}
+               for key in ("bleu_by_reference_length", "bleu_by_training_occurrences",
+                           "recall_by_training_frequency")}}
 
 
-def markdown(split, per_arm, length_edges, frequency_edges):
+def markdown(split, per_arm, length_edges, frequency_edges, occurrence_shares):
     def fmt(value, digits):
         return "-" if value is None else f"{value:.{digits}f}"
 
     lengths, bands = bucket_labels(length_edges), frequency_labels(frequency_edges)
     lines = [f"# Where the BLEU comes from: split `{split}` (mean over each arm's seeds)", "",
              "| arm | seeds | BLEU | 1- / 2- / 3- / 4-gram precision | brevity penalty (length ratio) | BLEU by "
-             f"reference length in tokens: {' / '.join(lengths)} | recall of reference tokens by training frequency "
-             f"rank: {' / '.join(bands)} |", "|---|---|---|---|---|---|---|"]
+             f"reference length in tokens: {' / '.join(lengths)} | BLEU on the pairs occurring in training "
+             f"{' / '.join(OCCURRENCE_LABELS)} | recall of reference tokens by training frequency rank: "
+             f"{' / '.join(bands)} |", "|---|---|---|---|---|---|---|---|"]
     for arm, figures in per_arm.items():
         lines.append(
             f"| `{arm}` | {figures['seeds']} | {fmt(figures['bleu'], 2)} | "
             f"{' / '.join(fmt(p, 1) for p in figures['precisions'])} | {fmt(figures['brevity_penalty'], 3)} "
             f"({fmt(figures['length_ratio'], 3)}) | "
             f"{' / '.join(fmt(figures['bleu_by_reference_length'][label], 2) for label in lengths)} | "
+            f"{' / '.join(fmt(figures['bleu_by_training_occurrences'][label], 2) for label in OCCURRENCE_LABELS)} | "
             f"{' / '.join(fmt(figures['recall_by_training_frequency'][label], 3) for label in bands)} |")
-    return "\n".join(lines) + "\n"
+    shares = ", ".join(f"{label} {share:.3f}" for label, share in occurrence_shares.items())
+    return "\n".join(lines) + f"\n\nShare of the split's pairs occurring in the training split: {shares}.\n"
 
 
 def report(data, bench, out, split="test", arms=(), length_edges=None, frequency_edges=FREQUENCY_EDGES):
@@ -192,17 +237,26 @@ def report(data, bench, out, split="test", arms=(), length_edges=None, frequency
     runs = finished_hypotheses(bench, split, arms)
     length_edges = tuple(length_edges or length_edges_of(references))
     band_of = frequency_bands(training_token_counts(data, info["source"], info["target"]), frequency_edges)
+    occurrences = training_occurrences(data, info["source"], info["target"], split)
+    if len(occurrences) != len(references):
+        raise PreparationError(f"{data}: the binarized split {split} has {len(occurrences)} pairs, {reference_path} "
+                               f"{len(references)}; prepare the folder again")
+    occurrence_shares = {label: round(float(np.mean(occurrence_bands(occurrences) == index)), 3)
+                         for index, label in enumerate(OCCURRENCE_LABELS)}
     per_run, by_arm = [], {}
     for arm, seed, hypotheses_path in runs:
-        figures = breakdown(read_lines(hypotheses_path), references, band_of, length_edges, frequency_edges)
+        figures = breakdown(read_lines(hypotheses_path), references, band_of, length_edges, frequency_edges,
+                            occurrences)
         per_run.append({"arm": arm, "seed": seed, "hypotheses": hypotheses_path, **figures})
         by_arm.setdefault(arm, []).append(figures)
     per_arm = {arm: mean_figures(by_arm[arm]) for arm in in_table_order(by_arm)}
     record = {"data": os.path.abspath(data), "languages": {"source": info["source"], "target": info["target"]},
               "split": split, "references": reference_path,
               "length_edges": list(length_edges), "frequency_edges": list(frequency_edges),
+              "pairs_by_training_occurrences": occurrence_shares,
               "runs": per_run, "arms": per_arm}
-    path = write_report(out, f"bleu_breakdown_{split}", record, markdown(split, per_arm, length_edges, frequency_edges))
+    table = markdown(split, per_arm, length_edges, frequency_edges, occurrence_shares)
+    path = write_report(out, f"bleu_breakdown_{split}", record, table)
     logger.info("wrote %s", path)
 
 
