@@ -1,6 +1,6 @@
 """The scripts that explain a benchmark's runs, on hand-made inputs: scripts/research/bleu_breakdown.py (BLEU by
-reference length and by the pair's copies in training, recall by training frequency) and scripts/research/skipped_pairs_report.py (which pairs a
-selecting rule skips)."""
+reference length and by the pair's copies in training, recall by training frequency) and
+scripts/research/skipped_pairs_report.py (which pairs a selecting rule skips)."""
 
 import json
 
@@ -41,8 +41,8 @@ def test_each_held_out_pair_counts_its_copies_in_training_by_both_sides():
 
     training = pairs([[1, 2], [1, 2], [3], [1, 2], [4]], [[5], [5], [6], [6], [5]])  # (12, 5) twice
     held_out = pairs([[1, 2], [3], [4], [2, 1], [1, 2]], [[5], [6], [6], [5], [6]])
-    keys = bleu_breakdown.pair_hashes(held_out)
-    occurrences = bleu_breakdown.occurrences_in(bleu_breakdown.pair_hashes(training), keys)
+    keys = bleu_breakdown.pair_keys(held_out)
+    occurrences = bleu_breakdown.occurrences_in(bleu_breakdown.pair_keys(training), keys)
     # The same source with another target, or the same pieces in another order, is another pair.
     assert occurrences.tolist() == [2, 1, 0, 0, 1]
     assert bleu_breakdown.occurrence_bands(occurrences).tolist() == [2, 1, 0, 0, 1]

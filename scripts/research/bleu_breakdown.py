@@ -142,16 +142,17 @@ def training_token_counts(data, source, target):
 
 
 def occurrences_in(training_keys, keys):
-    """How often each of ``keys`` occurs among ``training_keys`` (arrays of pair hashes)."""
-    distinct, counts = np.unique(training_keys, return_counts=True)
-    position = np.minimum(np.searchsorted(distinct, keys), len(distinct) - 1)
-    return np.where(distinct[position] == keys, counts[position], 0)
+    """How often each row of ``keys`` occurs among the rows of ``training_keys`` (``pair_keys`` of two splits)."""
+    _, inverse = np.unique(np.concatenate([training_keys, keys]), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    in_training = np.bincount(inverse[:len(training_keys)], minlength=inverse.max() + 1)
+    return in_training[inverse[len(training_keys):]]
 
 
-def pair_hashes(pairs):
-    """One 64-bit hash per pair of a ``PairFeatures``, from its source's and its target's."""
-    with np.errstate(over="ignore"):
-        return pairs.source.sentence_hashes() * np.uint64(0x9E3779B97F4A7C15) ^ pairs.target.sentence_hashes()
+def pair_keys(pairs):
+    """Each pair of a ``PairFeatures`` as its source's and its target's sentence hash (one row per pair, as
+    ``skipped_pairs_report.repeated`` keys the very same pair)."""
+    return np.stack([pairs.source.sentence_hashes(), pairs.target.sentence_hashes()], axis=1)
 
 
 def training_occurrences(data, source, target, split):
@@ -162,7 +163,7 @@ def training_occurrences(data, source, target, split):
         held_out = load_pair_features(data, source, target, split)
     except AutoAssistConfigError as error:
         raise PreparationError(f"{error} (--split {split} must name a binarized split of --data)") from error
-    return occurrences_in(pair_hashes(load_pair_features(data, source, target)), pair_hashes(held_out))
+    return occurrences_in(pair_keys(load_pair_features(data, source, target)), pair_keys(held_out))
 
 
 def read_lines(path):
