@@ -19,6 +19,7 @@ from .data.packing import PACKINGS
 from .errors import AutoAssistConfigError
 from .option_fields import option, option_fields, value_problem
 from .selection import POLICIES, SelectionOptions, SelectionSchedule
+from .selection.policies import BATCHINGS
 
 PREFIX = "autoassist_"
 
@@ -39,6 +40,12 @@ class RuntimeOptions:
         "padded-length-shuffled (the same, ties in a seeded random order) or source-target (fairseq's own order, by "
         "source and then target length, as the stock task batches); see fairseq_autoassist/data/packing.py",
         choices=lambda: PACKINGS)
+    batching: str = option(
+        "by-policy", "how the stream cuts batches: sorted (each chunk's kept pairs sorted by --autoassist-packing, "
+        "batches shuffled within the chunk), as-released (the authors' code: the first pass in fairseq's length "
+        "order, short to long, later passes in their shuffled order, batches cut and trained in visiting order, "
+        "lengths mixed; --autoassist-packing does not apply) or by-policy (as-released for the released policy, "
+        "sorted for the others)", choices=lambda: ("by-policy",) + BATCHINGS)
     sync: bool = option(
         False, "update the Assistant in the training thread instead of a background worker (for debugging: it "
         "selects exactly as the worker does, see --autoassist-assistant-lag)")
@@ -96,12 +103,23 @@ def validate(cfg):
             f"--autoassist-learned-quantile={learned} is not below --autoassist-unlearnable-quantile={unlearnable}, "
             "so the learnable policy would call every pair learned or unlearnable; lower the first or raise the second")
     policy = cfg.autoassist_policy
+    if cfg.autoassist_pair_features and POLICIES[policy].assistant == "released":
+        raise AutoAssistConfigError(
+            "--autoassist-pair-features would change nothing under --autoassist-policy released: the released "
+            "Assistant has the authors' features only; use --autoassist-policy predicted-learnable or assistant")
     if cfg.autoassist_pair_features and POLICIES[policy].own_loss_decides_once_seen and cfg.autoassist_warmup_epochs:
         raise AutoAssistConfigError(
             f"--autoassist-pair-features would change nothing under --autoassist-policy {policy}: every pair has a "
             "loss of its own after the warm-up epoch, and that loss decides, not the Assistant that sees the pair "
             "features; use --autoassist-policy predicted-learnable (the Assistant decides for every pair), or "
             "--autoassist-warmup-epochs 0 to let the features act on pairs not yet seen")
+
+
+def batching(cfg):
+    """The batching a run uses (``--autoassist-batching``, ``by-policy`` resolved)."""
+    if cfg.autoassist_batching == "by-policy":
+        return POLICIES[cfg.autoassist_policy].batching
+    return cfg.autoassist_batching
 
 
 def build(group, cfg, **fixed):

@@ -53,13 +53,15 @@ def _transformer_args(size):
 
 
 def recipe(data, save_dir, policy, arch="base", max_epoch=10, max_update=0, max_tokens=None, lr=None,
-           warmup_updates=None, seed=1, cpu=False, eval_bleu=True, log_interval=20, lr_scheduler="inverse_sqrt"):
+           warmup_updates=None, seed=1, cpu=False, eval_bleu=True, log_interval=20, lr_scheduler="inverse_sqrt",
+           dropout=0.3, warmup_init_lr=None):
     """fairseq-train arguments; ``policy=None`` gives fairseq's stock ``translation`` task (the
     baseline), any other value the AutoAssist task with that ``--autoassist-policy``. ``max_tokens``,
     ``lr`` and ``warmup_updates`` default to the architecture's tuned values.
 
     ``lr_scheduler``: ``inverse_sqrt`` (the recipe's), or ``cosine``, which after the same warm-up decays
-    the learning rate to 0 exactly at ``max_update`` (a budget-matched baseline).
+    the learning rate to 0 exactly at ``max_update`` (a budget-matched baseline). ``warmup_init_lr``: the
+    learning rate the warm-up starts from (None: fairseq's default).
     """
     size = ARCHITECTURES[arch]
     max_tokens = size["max_tokens"] if max_tokens is None else max_tokens
@@ -70,7 +72,7 @@ def recipe(data, save_dir, policy, arch="base", max_epoch=10, max_update=0, max_
         "--user-dir", PLUGIN_DIR,
         *_task_args(policy),
         *_transformer_args(size), "--share-all-embeddings",
-        "--dropout", "0.3", "--weight-decay", "0.0001",
+        "--dropout", str(dropout), "--weight-decay", "0.0001",
         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
         "--lr", str(lr), "--lr-scheduler", lr_scheduler, "--warmup-updates", str(warmup_updates),
@@ -80,6 +82,8 @@ def recipe(data, save_dir, policy, arch="base", max_epoch=10, max_update=0, max_
         "--log-format", "simple", "--log-interval", str(log_interval),
         "--num-workers", "0",
     ]
+    if warmup_init_lr is not None:
+        args += ["--warmup-init-lr", str(warmup_init_lr)]
     if eval_bleu:
         args += [
             "--eval-bleu", "--eval-bleu-args", VALIDATION_GENERATION, "--eval-bleu-remove-bpe", "sentencepiece",

@@ -20,11 +20,12 @@ import numpy as np
 
 from . import distributed
 from .assistant import Assistant, AssistantConfig
+from .assistant.released import ReleasedAssistant
 from .data import ShrinkingBatchStream
 from .data.noise_list import read_noise
 from .errors import AutoAssistConfigError
 from .loss_log import LossLog
-from .options import RuntimeOptions, build
+from .options import RuntimeOptions, batching, build
 from .selection import (
     SelectionOptions,
     SelectionSchedule,
@@ -54,10 +55,11 @@ def read_flagged_pairs(path, num_pairs):
     return flagged
 
 
-def feed_back(policy, ids, per_token_losses, keep_prob, loss_table=None, worker=None, loss_log=None):
+def feed_back(policy, ids, per_token_losses, keep_prob, loss_table=None, worker=None, loss_log=None, pass_index=1):
     """One step's per-token losses of the kept pairs, with the probability each was kept with, to the
     consumers a policy has (``scripts/research/replay_selection.py`` replays a loss log through this too).
-    Called once per training step: the worker counts steps by its calls, so an empty step still reaches it."""
+    Called once per training step: the worker counts steps by its calls, so an empty step still reaches it.
+    ``pass_index``: the pass the batch stream generates as the losses arrive."""
     if len(ids):
         for consumer in (loss_table, loss_log):
             if consumer is not None:
@@ -68,9 +70,9 @@ def feed_back(policy, ids, per_token_losses, keep_prob, loss_table=None, worker=
         # A label may need two visits (learning progress): the Assistant learns from the pairs that have one.
         labels = loss_table.labels(ids)
         labelled = np.isfinite(labels)
-        worker.submit(ids[labelled], per_token_losses[labelled], keep_prob[labelled], labels[labelled])
+        worker.submit(ids[labelled], per_token_losses[labelled], keep_prob[labelled], labels[labelled], pass_index)
     else:
-        worker.submit(ids, per_token_losses, keep_prob)
+        worker.submit(ids, per_token_losses, keep_prob, pass_index=pass_index)
 
 
 class AutoAssistRuntime:
@@ -97,7 +99,7 @@ class AutoAssistRuntime:
                 f"--autoassist-policy {cfg.autoassist_policy} paces its selection by the fraction of training done; "
                 "set --max-update or --max-epoch")
         features = functools.cache(pair_features)
-        self.worker = self._build_worker(cfg, features()) if self.policy.needs_assistant else None
+        self.worker = self._build_worker(cfg, features(), seed) if self.policy.needs_assistant else None
         self.loss_table = self.policy.build_loss_table(
             len(target_sizes), selection_options, steps_per_pass, cfg.autoassist_loss_mean_decay,
             groups=features().near_duplicate_groups() if self.policy.needs_groups else None)
@@ -116,7 +118,7 @@ class AutoAssistRuntime:
         self.stream = ShrinkingBatchStream(
             candidates, target_sizes, chunk_pairs, seed, make_batches, self._select_on_every_rank,
             on_epoch_complete=self._record_epoch_digest, min_batches_per_epoch=min_batches_per_epoch,
-            flagged=flagged,
+            flagged=flagged, visiting_order=batching(cfg) == "as-released",
         )
         self.corpus_mean_target_length = float(np.mean(target_sizes[candidates]))
         self.selection_cpu_seconds = 0.0
@@ -124,8 +126,11 @@ class AutoAssistRuntime:
         # With --autoassist-digest-file: the epoch, count and chained SHA-1 of the batches this rank trained on.
         self.trained = {"epoch": None, "batches": 0, "digest": ""}
 
-    def _build_worker(self, cfg, features):
-        assistant = Assistant(features, build(AssistantConfig, cfg))
+    def _build_worker(self, cfg, features, seed):
+        if self.policy.assistant == "released":
+            assistant = ReleasedAssistant(features, seed)
+        else:
+            assistant = Assistant(features, build(AssistantConfig, cfg))
         lag = self.runtime_options.assistant_lag
         if self.runtime_options.sync:
             return SyncAssistantWorker(assistant, lag)
@@ -206,7 +211,8 @@ class AutoAssistRuntime:
         """A step's per-token losses (every rank's, when distributed: ``loss_handoff`` gathers them) with the
         probability each pair was kept with, to the Assistant, the loss table and the loss log. Called once per
         step, a dummy batch with empty arrays."""
-        feed_back(self.policy, ids, per_token_losses, keep_prob, self.loss_table, self.worker, self.loss_log)
+        feed_back(self.policy, ids, per_token_losses, keep_prob, self.loss_table, self.worker, self.loss_log,
+                  self.stream.pass_index)
 
     # ------------------------------------------------------------ logs
     def metrics(self):

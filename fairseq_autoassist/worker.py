@@ -10,8 +10,10 @@ wait instead of dropping feedback. The synchronous worker learns in the caller's
 
 Calling contract (both classes):
 
-* ``submit(ids, per_token_losses, keep_prob=None, labels=None)`` exactly once per training step, in step order,
-  with empty arrays for a step without feedback (a dummy batch): the snapshots count steps by these calls.
+* ``submit(ids, per_token_losses, keep_prob=None, labels=None, pass_index=1)`` exactly once per training step, in
+  step order, with empty arrays for a step without feedback (a dummy batch): the snapshots count steps by these calls.
+  ``pass_index``: the pass the batch stream generates when the losses arrive (the released Assistant's threshold
+  follows it).
 * ``snapshot(step)`` from the training thread when it selects after ``step`` training steps (``step`` never
   decreases); ``predict(ids, step)`` scores with it.
 * ``stats()`` returns plain scalars for logging, among them ``cpu_seconds``: the CPU time spent in the
@@ -63,8 +65,8 @@ class SyncAssistantWorker:
         self._update_lock = threading.Lock()
         self._snapshot_lock = threading.Lock()
 
-    def submit(self, ids, per_token_losses, keep_prob=None, labels=None):
-        self._learn((ids, per_token_losses, keep_prob, labels))
+    def submit(self, ids, per_token_losses, keep_prob=None, labels=None, pass_index=1):
+        self._learn((ids, per_token_losses, keep_prob, labels, pass_index))
 
     def _learn(self, feedback):
         """Learns one step's feedback and takes the snapshot that ends at it, if one does."""
@@ -154,12 +156,12 @@ class AsyncAssistantWorker(SyncAssistantWorker):
         self._thread = threading.Thread(target=self._run, name="autoassist-assistant", daemon=True)
         self._thread.start()
 
-    def submit(self, ids, per_token_losses, keep_prob=None, labels=None):
+    def submit(self, ids, per_token_losses, keep_prob=None, labels=None, pass_index=1):
         with self._cond:
             self._wait_for(lambda: len(self._pending) < self._queue_size, "a place in its queue")
             self._pending.append((np.asarray(ids), np.asarray(per_token_losses),
                                   None if keep_prob is None else np.asarray(keep_prob),
-                                  None if labels is None else np.asarray(labels)))
+                                  None if labels is None else np.asarray(labels), int(pass_index)))
             self._cond.notify_all()
 
     def _wait_until_learned(self, steps):

@@ -25,7 +25,7 @@ from .conftest import ROOT
         ("autoassist_grad_decay", 0.0, "--autoassist-grad-decay=0.0 is outside (0, 1]"),
         ("autoassist_refresh_updates", -1, "--autoassist-refresh-updates=-1 must be >= 0"),
         ("autoassist_queue_size", 0, "--autoassist-queue-size=0 must be >= 1"),
-        ("autoassist_policy", "bogus", "--autoassist-policy=bogus is unknown; choose one of assistant, progress, learnable, predicted-learnable"),
+        ("autoassist_policy", "bogus", "--autoassist-policy=bogus is unknown; choose one of assistant, released, progress, learnable"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_flag(name, value, message):

@@ -172,8 +172,9 @@ class Assistant:
         grad_pairs = np.zeros(0) if self.pair_columns is None else residual @ self.pair_columns[ids].astype(np.float64)
         return grad_tokens, grad_lengths, grad_pairs, np.array([residual.sum()])
 
-    def update(self, ids, per_token_losses, keep_prob=None, labels=None):
-        """One step on a batch of fresh Boss losses; returns the balanced accuracy before it.
+    def update(self, ids, per_token_losses, keep_prob=None, labels=None, pass_index=1):
+        """One step on a batch of fresh Boss losses; returns the balanced accuracy before it. ``pass_index`` (the
+        stream's pass when the losses arrive) plays no part: the running mean follows the losses themselves.
 
         ``keep_prob``: the probability with which each pair was kept by the selector (None: every
         pair was kept), used to estimate the mean loss over all candidates. ``labels``: 1/0 per pair

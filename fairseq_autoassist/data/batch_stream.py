@@ -60,10 +60,13 @@ class ShrinkingBatchStream:
         on_epoch_complete: optional ``f(epoch, num_batches, digest)`` called as the last batch of
             an epoch is handed out; ``digest`` is a SHA-1 of the epoch's batches in order (a
             check that distributed ranks built the same epoch).
+        visiting_order: the batching of the authors' released code: the first pass visits ``candidates`` in their
+            order (fairseq's, short to long), later passes in the seeded shuffle, and a chunk's batches are trained
+            in the order ``make_batches`` cut them (which then must not sort: lengths mix), not shuffled.
     """
 
     def __init__(self, candidates, target_sizes, chunk_pairs, seed, make_batches, select, on_epoch_complete=None,
-                 min_batches_per_epoch=1, flagged=None):
+                 min_batches_per_epoch=1, flagged=None, visiting_order=False):
         self.candidates = np.asarray(candidates, dtype=np.int64)
         self.target_sizes = target_sizes
         if len(self.candidates) == 0:
@@ -89,6 +92,7 @@ class ShrinkingBatchStream:
         self.flagged = flagged
         self._epoch_digest = hashlib.sha1()
         self._permutations = {}
+        self.visiting_order = visiting_order
 
     # ------------------------------------------------------------------ chunks
     @property
@@ -100,9 +104,11 @@ class ShrinkingBatchStream:
             # At most two passes are live at once: the current one and, at its end, the next.
             for stale in [p for p in self._permutations if p < pass_index - 1]:
                 del self._permutations[stale]
-            self._permutations[pass_index] = local_generator(self.seed, pass_index, 0, purpose=PASS_ORDER).permutation(
-                len(self.candidates)
-            )
+            if self.visiting_order and pass_index == 1:
+                self._permutations[pass_index] = np.arange(len(self.candidates))
+            else:
+                self._permutations[pass_index] = local_generator(
+                    self.seed, pass_index, 0, purpose=PASS_ORDER).permutation(len(self.candidates))
         return self._permutations[pass_index]
 
     def _chunk_indices(self, pass_index, chunk):
@@ -128,8 +134,9 @@ class ShrinkingBatchStream:
         if batches and chunk < self.chunks_per_pass - 1:
             remainder = batches.pop()
             next_carry = (remainder, self._scratch_keep_prob[remainder].copy())
-        shuffled = local_generator(self.seed, pass_index, chunk, purpose=BATCH_ORDER).permutation(len(batches))
-        out = [(batches[position], self._scratch_keep_prob[batches[position]].copy()) for position in shuffled]
+        order = (np.arange(len(batches)) if self.visiting_order
+                 else local_generator(self.seed, pass_index, chunk, purpose=BATCH_ORDER).permutation(len(batches)))
+        out = [(batches[position], self._scratch_keep_prob[batches[position]].copy()) for position in order]
         return indices, kept, out, next_carry
 
     def _advance_cursor(self):

@@ -84,7 +84,8 @@ def packing_order(dataset, ordered, packing, seed):
 
 def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple, batching_key):
     """``make_batches(indices) -> list of index arrays``: fairseq's ``batch_by_size`` (same token budget
-    and bucketing as the stock task) over ``indices`` sorted by ``batching_key`` (``packing_order``).
+    and bucketing as the stock task) over ``indices`` sorted by ``batching_key`` (``packing_order``; None: in the
+    order given, as the authors' released code cuts its batches).
 
     With ``padded-length`` a chunk, which holds only a sample of each length, packs as full as the stock
     task's whole-corpus batches; with ``source-target`` over the whole pass (``--autoassist-refresh-updates 0``)
@@ -92,7 +93,7 @@ def token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size
     """
     def make_batches(indices):
         indices = np.asarray(indices, dtype=np.int64)
-        by_length = indices[np.argsort(batching_key[indices], kind="stable")]
+        by_length = indices if batching_key is None else indices[np.argsort(batching_key[indices], kind="stable")]
         batches = dataset.batch_by_size(
             by_length, max_tokens=max_tokens, max_sentences=max_sentences,
             required_batch_size_multiple=required_batch_size_multiple,

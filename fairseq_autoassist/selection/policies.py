@@ -62,6 +62,12 @@ def _loss_band_of_near_duplicates(num_pairs, options, steps_per_pass, mean_decay
     return SharedByNearDuplicates(_loss_band(num_pairs, options, steps_per_pass, mean_decay, groups), groups)
 
 
+# How the stream cuts batches: "sorted", each chunk's kept pairs sorted by --autoassist-packing and the batches
+# shuffled within the chunk; "as-released", the first pass in fairseq's length order (short to long), later passes in
+# their shuffled order, batches cut in visiting order (lengths mixed) and trained in that order.
+BATCHINGS = ("sorted", "as-released")
+
+
 @dataclass(frozen=True)
 class Policy:
     name: str
@@ -77,6 +83,13 @@ class Policy:
     difficulty: Optional[Callable] = None
     needs_groups: bool = False  # every pair's group of near-duplicates (PairFeatures.near_duplicate_groups)
     paced: bool = False  # the rule follows the fraction of training done: needs --max-update or --max-epoch
+    # Which Assistant learns (``runtime.ASSISTANTS``): this project's ("adagrad") or the authors' code as released.
+    assistant: str = "adagrad"
+    # The per-token loss the Assistant and the loss table receive: the label-smoothed training loss (as released)
+    # instead of the negative log-likelihood.
+    smoothed_loss: bool = False
+    # The batches of ``--autoassist-batching by-policy`` (``BATCHINGS``).
+    batching: str = "sorted"
 
     @property
     def own_loss_decides_once_seen(self):
@@ -162,6 +175,10 @@ POLICIES = {
     for policy in (
         Policy("assistant", "AutoAssist: the Assistant's P(informative) in the paper's rule", _assistant,
                needs_assistant=True),
+        Policy("released", "AutoAssist as the authors released it for translation: their features, plain SGD with "
+               "L2 0.1 on every weight, label above the previous pass's mean label-smoothed loss, plain-accuracy "
+               "confidence, batches as released (fairseq_autoassist/assistant/released.py)", _assistant,
+               needs_assistant=True, assistant="released", smoothed_loss=True, batching="as-released"),
         Policy("progress", "learning progress: skip pairs whose loss has stopped falling, learned or unlearnable; "
                "own recent losses where fresh, the Assistant's prediction elsewhere", _own_label_or_assistant,
                needs_assistant=True, loss_table=_loss_history, learns_table_labels=True),

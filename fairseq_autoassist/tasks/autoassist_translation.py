@@ -29,7 +29,7 @@ from ..data.iterator import (HOST_SIDE, KeptPairsDataset, ShrinkingEpochBatchIte
                              corpus_side, packing_order, pairs_per_chunk, token_budget_batcher, training_order)
 from ..errors import AssistantFailedError, AutoAssistConfigError, report_config_errors_in_one_line
 from ..loss_handoff import LossHandOff, to_device_without_waiting
-from ..options import AutoAssistOptions, validate
+from ..options import AutoAssistOptions, batching, validate
 from ..runtime import AutoAssistRuntime
 from ..selection.policies import POLICIES
 
@@ -122,8 +122,10 @@ class AutoAssistTranslationTask(TranslationTask):
                 "AutoAssist needs one data-bin folder, or use --autoassist-policy none"
             )
         candidates = training_order(self, dataset, seed, epoch, max_positions, ignore_invalid_inputs)
+        batching_key = None if batching(self.cfg) == "as-released" else packing_order(
+            dataset, candidates, self.cfg.autoassist_packing, seed)
         make_batches = token_budget_batcher(dataset, max_tokens, max_sentences, required_batch_size_multiple,
-                                            packing_order(dataset, candidates, self.cfg.autoassist_packing, seed))
+                                            batching_key)
         full_batches = make_batches(candidates)
         dummy_batch = [(index, 1.0) for index in full_batches[0].tolist()]
         self.runtime = AutoAssistRuntime(
@@ -219,8 +221,9 @@ class AutoAssistTranslationTask(TranslationTask):
         with torch.autograd.profiler.record_function("backward"):
             optimizer.backward(loss)
         if self.loss_handoff is not None:
-            per_token = sentence_nll.new_zeros(0) if ignore_grad else (
-                sentence_nll.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1))
+            reported = sentence_loss if POLICIES[self.cfg.autoassist_policy].smoothed_loss else sentence_nll
+            per_token = reported.new_zeros(0) if ignore_grad else (
+                reported.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1))
             self.loss_handoff.send(host["ids"], host["keep_prob"], per_token)
         return loss, sample_size, logging_output
 
