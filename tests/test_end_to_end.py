@@ -141,6 +141,32 @@ def test_autoassist_shrinks_epochs_resumes_and_generates(prepared_data, tmp_path
         assert json.load(f)["test_set"] == "test_2017_flickr"
 
 
+@pytest.mark.parametrize("policy, logged", [("released", "loss"), ("assistant", "nll_loss")])
+def test_the_released_assistant_learns_from_the_label_smoothed_loss(prepared_data, tmp_path, policy, logged):
+    """The per-token losses the Assistant receives (the loss log's), weighted by target length, are the step's logged
+    label-smoothed training loss under ``released`` (as released), its negative log-likelihood under the others."""
+    from fairseq_autoassist.data.iterator import load_pair_features
+    from fairseq_autoassist.loss_log import read_loss_log
+
+    log = tmp_path / "losses.npy"
+    output = fairseq_train(prepared_data, tmp_path / policy, "--autoassist-loss-log", str(log), policy=policy,
+                           max_epoch=1, max_update=6).stdout
+    features = load_pair_features(prepared_data, "de", "en")  # alive while its memory-mapped lengths are read
+    lengths = np.array(features.target.lengths, dtype=np.float64)
+    per_update = {int(re.search(r"num_updates=(\d+)", line).group(1)): float(re.search(rf"\b{logged}=([\d.]+)", line).group(1))
+                  for line in output.splitlines() if "train_inner" in line}
+    for update, (ids, losses, _) in enumerate(read_loss_log(log), start=1):
+        weighted = np.sum(losses * lengths[ids]) / np.sum(lengths[ids]) / np.log(2)
+        assert weighted == pytest.approx(per_update[update], abs=2e-3), (update, per_update)
+
+
+def assert_selecting_epochs(log, epochs):
+    """The log's ``epochs`` epochs: the first keeps every pair, each later one drops some (counted in pairs: the
+    released batches mix lengths, so a pass of fewer pairs may still take more batches)."""
+    kept = [float(share) for share in re.findall(r"\| train \| epoch \d+ \|.*?aa_kept ([\d.]+)", log)]
+    assert len(kept) == epochs and kept[0] == 1.0 and max(kept[1:]) < 1.0, kept
+
+
 def trained_digests(digest_file, rank=0):
     """The lines of ``--autoassist-digest-file``'s record of the batches a rank trained on: epoch, batches, SHA-1."""
     with open(f"{digest_file}.trained.rank{rank}") as f:
@@ -170,8 +196,9 @@ def train_and_kill_in_a_selecting_epoch(args):
     return saved[1]
 
 
-@pytest.mark.parametrize("policy, default_workers", [("assistant", True), ("learnable", True), ("assistant", False)],
-                         ids=["papers-rule", "learnable", "papers-rule-no-workers"])
+@pytest.mark.parametrize("policy, default_workers", [("assistant", True), ("learnable", True), ("assistant", False),
+                                                     ("released", True)],
+                         ids=["papers-rule", "learnable", "papers-rule-no-workers", "released"])
 def test_selection_never_depends_on_timing_and_a_kill_in_a_selecting_epoch_resumes_exactly(
         prepared_data, tmp_path, policy, default_workers):
     """Default worker thread and, unless named, fairseq's default data loader worker: an uninterrupted run, the same
@@ -183,10 +210,10 @@ def test_selection_never_depends_on_timing_and_a_kill_in_a_selecting_epoch_resum
                           "1", "--autoassist-base-prob", "0", "--autoassist-digest-file", str(tmp_path / f"{name}.digest"),
                           policy=policy, max_epoch=4, default_workers=default_workers)
 
-    run_script("-m", "fairseq_cli.train", *args("reference"))
+    reference_log = run_script("-m", "fairseq_cli.train", *args("reference")).stdout
     reference = trained_digests(tmp_path / "reference.digest")
-    batches = [int(count) for _, count, _ in reference]
-    assert [epoch for epoch, _, _ in reference] == ["1", "2", "3", "4"] and max(batches[1:]) < batches[0], reference
+    assert [epoch for epoch, _, _ in reference] == ["1", "2", "3", "4"], reference
+    assert_selecting_epochs(reference_log, 4)
 
     slowed = run_script("-m", "tests.patched_assistant_train", "slow", *args("slowed")).stdout
     assert max(float(waits) for waits in re.findall(r"aa_waits ([\d.]+)", slowed)) > 0  # the slowness did bite
@@ -346,15 +373,15 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("update_freq", [1, 2])
+@pytest.mark.parametrize("policy, update_freq", [("assistant", 1), ("assistant", 2), ("released", 1)])
 def test_two_cpu_ranks_with_uneven_shards_train_to_the_end_select_identically_and_resume_on_one(
-        prepared_data, tmp_path, update_freq):
-    """Default settings but the backend: fairseq's data loader worker, the background worker, the paper's rule. An
-    epoch of an odd number of global batches leaves one rank a dummy batch (fairseq's stand-in, from the validation
-    set in the first epoch), at --update-freq 2 in the middle of an update."""
+        prepared_data, tmp_path, policy, update_freq):
+    """Default settings but the backend: fairseq's data loader worker, the background worker, the paper's rule (and
+    the released one). An epoch of an odd number of global batches leaves one rank a dummy batch (fairseq's stand-in,
+    from the validation set in the first epoch), at --update-freq 2 in the middle of an update."""
     save_dir, digest = tmp_path / "ranks", tmp_path / "digest"
     args = train_args(prepared_data, save_dir, "--update-freq", str(update_freq), "--autoassist-digest-file",
-                      str(digest), max_epoch=4, max_tokens=300, default_workers=True)
+                      str(digest), policy=policy, max_epoch=4, max_tokens=300, default_workers=True)
     distributed_flags = [
         "--distributed-backend", "gloo", "--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}",
         "--distributed-world-size", "2", "--distributed-no-spawn", "--ddp-backend", "legacy_ddp",
@@ -371,11 +398,11 @@ def test_two_cpu_ranks_with_uneven_shards_train_to_the_end_select_identically_an
     digests = [open(f"{digest}.rank{rank}").read().splitlines() for rank in (0, 1)]
     assert len(digests[0]) == 4 and digests[0] == digests[1]
     batches = [int(line.split("\t")[1]) for line in digests[0]]
-    assert max(batches[1:]) < batches[0], batches  # selecting epochs
+    assert_selecting_epochs(outputs[0], 4)
     # A selecting epoch left a rank short: it trained a dummy batch (also in the middle of an update at 2).
     assert any(count % (2 * update_freq) for count in batches[1:]), batches
 
-    resumed = fairseq_train(prepared_data, save_dir, max_epoch=5, max_tokens=300).stdout
+    resumed = fairseq_train(prepared_data, save_dir, policy=policy, max_epoch=5, max_tokens=300).stdout
     assert "restored Assistant and selection state" in resumed
     assert re.search(r"\| train \| epoch 005 \|", resumed)
 

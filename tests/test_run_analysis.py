@@ -127,3 +127,44 @@ def test_losses_are_split_in_fifths_of_the_scored_pairs(tmp_path):
         skipped_pairs_report.loss_fifths(str(path), 13)
     with pytest.raises(PreparationError, match="does not exist"):
         skipped_pairs_report.loss_fifths(str(tmp_path / "missing.npy"), 12)
+
+
+def protocol_run(arm, seed, bleu_by_update, words_per_update, kept=1.0, test_bleu=30.0):
+    """A paper-protocol run record: validations every 100 updates, one epoch of every 100 updates."""
+    updates = [100 * (i + 1) for i in range(len(bleu_by_update))]
+    return {"arm": arm, "seed": seed, "test_bleu": test_bleu, "test_checkpoint_updates": None,
+            "validations": [{"updates": u, "valid_bleu": b, "valid_loss": 5.0} for u, b in zip(updates, bleu_by_update)],
+            "epochs": [{"updates": u, "target_tokens": u * words_per_update, "kept_share": 1.0 if i == 0 else kept,
+                        "valid_bleu": b, "valid_loss": 5.0} for i, (u, b) in enumerate(zip(updates, bleu_by_update))]}
+
+
+def test_the_paper_protocol_summary_counts_words_to_the_stock_runs_best_and_builds_the_waterfall(tmp_path):
+    from scripts.research import paper_protocol_summary
+
+    results = {"preset": "paper-protocol", "runs": [
+        protocol_run("baseline", 1, [10, 20, 30], words_per_update=2000),  # its best, 30, after 600,000 words
+        # Half the words per update, reaching 30 at 400 updates: 400,000 words, 2/3 of the stock run's.
+        protocol_run("released-2500", 1, [5, 15, 25, 30, 31], words_per_update=1000, kept=0.6),
+        protocol_run("released", 1, [5, 10, 15, 20, 25], words_per_update=1200, kept=0.7),  # never: >= 1.0
+        protocol_run("baseline-tuned", 1, [20, 30, 35], words_per_update=2000),
+    ]}
+    records = {r["arm"]: r for r in paper_protocol_summary.summary_records("multi30k", results)}
+    assert records["released-2500"]["words_ratio_valid_bleu"] == pytest.approx(400_000 / 600_000, abs=1e-4)
+    assert records["released-2500"]["updates_ratio_valid_bleu"] == pytest.approx(400 / 300, abs=1e-4)
+    assert records["released-2500"]["max_tokens"] == 2500 and records["released"]["max_tokens"] == 3000
+    assert records["released-2500"]["kept_share"] == 0.6 and records["baseline"]["kept_share"] == 1.0
+    assert records["released"]["words_ratio_valid_bleu"] is None
+    assert records["released"]["words_ratio_at_least"] == pytest.approx(600_000 / 600_000, abs=1e-4)
+    assert records["baseline-tuned"]["stock_arm"] == "baseline-tuned"
+    paper_protocol_summary.main(["--corpus", "multi30k", "--results", str(_write(tmp_path, results)),
+                                 "--out", str(tmp_path / "out")])
+    steps = json.loads((tmp_path / "out" / "waterfall.json").read_text())
+    assert [step["arm"] for step in steps] == ["released-2500", "released"]
+    assert steps[0]["ratio"] == pytest.approx(2 / 3, abs=1e-4) and not steps[0]["at_least"]
+    assert steps[1]["at_least"] and steps[1]["seeds"] == [1]
+
+
+def _write(folder, results):
+    path = folder / "results.json"
+    path.write_text(json.dumps(results))
+    return path

@@ -36,6 +36,9 @@ ARMS = {
     # stock task's about 0.85), so these arms train twice the preset's updates to reach most of the stock run's words.
     "released": {"policy": "released", "update_factor": 2.0},
     "released-2500": {"policy": "released", "max_tokens": 2500, "update_factor": 2.0},
+    # The paper's overhead claim (the Assistant in the training thread against the background worker).
+    "released-sync": {"policy": "released", "extra": ["--autoassist-sync"]},
+    "assistant-sync": {"policy": "assistant", "extra": ["--autoassist-sync"]},
     "baseline-tuned": {"policy": None, "recipe": TUNED_RECIPE},
     "released-tuned": {"policy": "released", "recipe": TUNED_RECIPE},
     "released-sorted-tuned": {"policy": "released", "recipe": TUNED_RECIPE,
@@ -89,7 +92,7 @@ ARMS = {
                                   "extra": [*SKIP_LEARNED, "--autoassist-warmup-epochs", "0"]},
 }
 # Arms that differ from another only by options: the smoke preset runs the other.
-OPTION_VARIANTS = ["assistant-no-warmup", "released-2500", "baseline-tuned", "released-tuned", "released-sorted-tuned",
+OPTION_VARIANTS = ["assistant-no-warmup", "released-2500", "released-sync", "assistant-sync", "baseline-tuned", "released-tuned", "released-sorted-tuned",
                    "assistant-tuned", "loss-percentile-0.7", "skip-learned", "skip-learned-no-warmup",
                    "uniform-no-warmup", "near-duplicates-no-warmup"]
 

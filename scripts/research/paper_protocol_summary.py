@@ -1,0 +1,142 @@
+#!/usr/bin/env python
+"""Issue 74's ``summary.json`` and ``waterfall.json``: the paper's comparison, in words, at its own protocol.
+
+    python scripts/research/paper_protocol_summary.py --corpus multi30k \\
+        --results docs/results/paper-protocol/multi30k/results.json --out docs/results/paper-protocol
+
+``--results``: a ``scripts/benchmark.py`` results.json of the paper-protocol preset (``--report`` or ``--rescore``).
+Every run is set against the stock run of its seed and recipe (``stock_arm``): the released protocol's arms against
+``baseline``, the tuned recipe's against ``baseline-tuned``. A summary record's fields:
+
+* ``words_ratio_valid_bleu``: the target tokens ("words", as the paper counts them) at which the run first reaches
+  the stock run's best validation BLEU, over those at which the stock run does; None where it never does, and then
+  ``words_ratio_at_least`` (its whole words over the stock run's, a lower bound);
+* ``updates_ratio_valid_bleu`` (and ``updates_ratio_at_least``): the same in updates;
+* ``kept_share``: the mean share of pairs kept over the epochs after the first (1 for the stock task);
+* ``max_tokens``, ``best_valid_bleu``, ``test_bleu`` (beam 5, the best validation checkpoint), ``words``: the target
+  tokens the run trained on in all.
+
+``waterfall.json``: the steps of ``WATERFALL``, from the paper's comparison as released to this project's benchmark,
+one factor at a time, each with the mean words ratio over the seeds that have both runs (a step where some seed never
+reaches the stock run's BLEU gives the mean with those seeds' lower bounds, ``at_least``).
+
+Merges into ``--out``: the records of ``--corpus`` are replaced, those of other corpora kept.
+"""
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+from fairseq_autoassist.benchmark.arms import PRESETS, arm_spec  # noqa: E402
+from fairseq_autoassist.benchmark.figures import (Bound, best, best_checkpoint_test_bleu, reach_ratio,  # noqa: E402
+                                                  run_cost, with_tokens, with_validations)
+from fairseq_autoassist.recipes import write_atomically  # noqa: E402
+
+logger = logging.getLogger("paper_protocol_summary")
+
+# From the paper's comparison as released to this project's benchmark, one factor at a time: (step, arm, stock arm).
+WATERFALL = [
+    ("as released: released at 2,500 tokens against the stock task at 3,000, the run scripts' recipe",
+     "released-2500", "baseline"),
+    ("equal batch sizes (3,000 tokens)", "released", "baseline"),
+    ("this project's tuned learning rate and schedule", "released-tuned", "baseline-tuned"),
+    ("batches sorted by length instead of mixed", "released-sorted-tuned", "baseline-tuned"),
+    ("this project's Assistant (assistant) instead of the released one", "assistant-tuned", "baseline-tuned"),
+]
+
+
+def stock_arm(arm):
+    """The stock run ``arm`` is measured against."""
+    return "baseline-tuned" if "recipe" in arm_spec(arm) else "baseline"
+
+
+def kept_share(run):
+    """The mean share of pairs kept over the epochs after the first."""
+    later = [row["kept_share"] for row in run.get("epochs", [])[1:] if row.get("kept_share") is not None]
+    return round(statistics.mean(later), 4) if later else 1.0
+
+
+def _ratio_fields(points, stock_points, cost, spent, name):
+    level = best(stock_points, "valid_bleu")
+    ratio = reach_ratio(points, stock_points, cost, level, spent)
+    if isinstance(ratio, Bound):
+        return {f"{name}_valid_bleu": None, f"{name}_at_least": round(float(ratio), 4)}
+    return {f"{name}_valid_bleu": None if ratio is None else round(ratio, 4), f"{name}_at_least": None}
+
+
+def summary_records(corpus, results):
+    """One record per seed and arm of ``results`` (a benchmark results.json, loaded)."""
+    preset = PRESETS[results["preset"]]
+    runs = {(run["seed"], run["arm"]): with_validations(run) for run in results["runs"]}
+    records = []
+    for (seed, arm), run in runs.items():
+        stock = runs.get((seed, stock_arm(arm)))
+        if stock is None:
+            logger.warning("%s seed %d has no %s run of its seed; left out", arm, seed, stock_arm(arm))
+            continue
+        points, stock_points = with_tokens(run), with_tokens(stock)
+        record = {"corpus": corpus, "seed": seed, "arm": arm, "stock_arm": stock_arm(arm),
+                  "max_tokens": arm_spec(arm).get("max_tokens", preset["max_tokens"])}
+        record.update(_ratio_fields(points, stock_points, "target_tokens", run_cost(run, "target_tokens"),
+                                    "words_ratio"))
+        record.update(_ratio_fields(points, stock_points, "updates", run_cost(run, "updates"), "updates_ratio"))
+        record.update(kept_share=kept_share(run), best_valid_bleu=best(points, "valid_bleu"),
+                      test_bleu=best_checkpoint_test_bleu(run), words=run_cost(run, "target_tokens"))
+        records.append(record)
+    return records
+
+
+def waterfall_steps(records):
+    """``WATERFALL``'s steps with each corpus's mean words ratio over the seeds that have the step's runs."""
+    steps = []
+    for corpus in dict.fromkeys(record["corpus"] for record in records):
+        for step, arm, stock in WATERFALL:
+            found = [r for r in records if r["corpus"] == corpus and r["arm"] == arm and r["stock_arm"] == stock]
+            if not found:
+                continue
+            values = [r["words_ratio_valid_bleu"] if r["words_ratio_valid_bleu"] is not None else r["words_ratio_at_least"]
+                      for r in found]
+            known = [value for value in values if value is not None]
+            steps.append({"step": step, "corpus": corpus, "arm": arm, "stock_arm": stock,
+                          "ratio": round(statistics.mean(known), 4) if known else None,
+                          "at_least": any(r["words_ratio_valid_bleu"] is None for r in found),
+                          "seeds": sorted(r["seed"] for r in found)})
+    return steps
+
+
+def merged(path, corpus, records):
+    """The records already in ``path`` of other corpora, then ``records``."""
+    kept = []
+    if os.path.isfile(path):
+        with open(path) as f:
+            kept = [record for record in json.load(f) if record["corpus"] != corpus]
+    return kept + records
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", required=True, help="the corpus's name in the records (multi30k, tatoeba)")
+    parser.add_argument("--results", required=True, help="a results.json of scripts/benchmark.py --preset paper-protocol")
+    parser.add_argument("--out", required=True, help="folder of summary.json and waterfall.json (merged by corpus)")
+    args = parser.parse_args(argv)
+    with open(args.results) as f:
+        results = json.load(f)
+    if results.get("preset") != "paper-protocol":
+        parser.error(f"--results {args.results} is a {results.get('preset')} benchmark, not paper-protocol")
+    os.makedirs(args.out, exist_ok=True)
+    summary_path = os.path.join(args.out, "summary.json")
+    records = merged(summary_path, args.corpus, summary_records(args.corpus, results))
+    write_atomically(summary_path, json.dumps(records, indent=1))
+    write_atomically(os.path.join(args.out, "waterfall.json"), json.dumps(waterfall_steps(records), indent=1))
+    logger.info("wrote %d records and the waterfall to %s", len(records), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
