@@ -59,6 +59,9 @@ class TimedArm:
         # Time the epochs after the warm-up, where the arm's selection runs: most of every run but the shortest.
         # The plugin keeps one iterator for the whole run: start it there as resuming at that epoch would.
         self.iterator.epoch = getattr(self.task.cfg, "autoassist_warmup_epochs", 0) + 1
+        stream = getattr(getattr(self.task, "runtime", None), "stream", None)
+        if stream is not None:  # its pass too: the released batches of a first pass are sorted, later ones mixed
+            stream.pass_index = self.iterator.epoch
         self.batches = self.iterator.next_epoch_itr(shuffle=True)
         self.timed_from_epoch = self.iterator.epoch
         self.target_tokens, self.padded_positions, self.updates = 0, 0, 0

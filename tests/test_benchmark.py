@@ -543,10 +543,15 @@ def test_the_overhead_benchmark_times_every_arm_on_its_own_batches(prepared_data
     output = tmp_path / "overhead.json"
     run_script("scripts/benchmark_overhead.py", "--data", prepared_data, "--preset", "smoke", "--block-updates", "3",
                "--blocks", "2", "--sessions", "3", "--arms", "keep-all@0.7", "learnable", "keep-all-stock-batches",
-               "baseline-cosine-0.6", "--output", str(output))
+               "baseline-cosine-0.6", "released", "--output", str(output))
     result = json.loads(output.read_text())
     # The stock task's budget-matched variant is timed as the stock task; every arm once, whatever its budget.
-    assert list(result["median_seconds_per_update"]) == ["baseline", "keep-all", "learnable", "keep-all-stock-batches"]
+    assert list(result["median_seconds_per_update"]) == ["baseline", "keep-all", "learnable", "keep-all-stock-batches",
+                                                         "released"]
+    # The released batches of a selecting pass mix lengths (its first pass's are sorted): more padding per token.
+    fill = {arm: result["target_tokens_per_update"][arm] / result["padded_positions_per_update"][arm]
+            for arm in ("keep-all", "released")}
+    assert fill["released"] < 0.9 * fill["keep-all"], fill
     # Three sessions, each building every arm afresh with its own seed (its own batches) and timing them in another
     # order.
     sessions = result["sessions"]
@@ -563,7 +568,8 @@ def test_the_overhead_benchmark_times_every_arm_on_its_own_batches(prepared_data
     assert "| learnable |" in (tmp_path / "overhead.md").read_text()
     assert result["cpu"]["learnable"]["assistant_updates"] > 0 and result["cpu"]["baseline"] == {}
     # learnable selects from epoch 2 (after the default warm-up epoch): that regime is the one timed.
-    assert result["timed_from_epoch"] == {"baseline": 1, "keep-all": 2, "learnable": 2, "keep-all-stock-batches": 2}
+    assert result["timed_from_epoch"] == {"baseline": 1, "keep-all": 2, "learnable": 2, "keep-all-stock-batches": 2,
+                                          "released": 2}
     assert all(result["target_tokens_per_update"][arm] < result["padded_positions_per_update"][arm]
                for arm in result["median_seconds_per_update"])
     assert result["allocator"] == {key: os.environ.get(key, value) for key, value in TRAINING_MALLOC_ENV.items()}
