@@ -15,7 +15,8 @@ Calling contract (both classes):
   ``pass_index``: the pass the batch stream generates when the losses arrive (the released Assistant's threshold
   follows it).
 * ``snapshot(step)`` from the training thread when it selects after ``step`` training steps (``step`` never
-  decreases); ``predict(ids, step)`` scores with it.
+  decreases, and is at least the number of steps submitted: the worker keeps only the snapshots such a selection can
+  still need, at most three, on every rank); ``predict(ids, step)`` scores with it.
 * ``stats()`` returns plain scalars for logging, among them ``cpu_seconds``: the CPU time spent in the
   Assistant's updates (per thread, so machine noise and the Boss's threads do not count).
 * ``state_dict()`` / ``load_state_dict()`` checkpoint the Assistant, the number of steps learned from and the
@@ -79,6 +80,11 @@ class SyncAssistantWorker:
                 snapshot = _snapshot(self.assistant)
                 with self._snapshot_lock:
                     self._snapshots[self.learned_steps + 1] = snapshot
+                    # By its own step count, whether or not this rank selects: a selection comes after at least the
+                    # steps submitted, so it never needs a snapshot older than theirs.
+                    oldest_needed = snapshot_step(self.learned_steps + 1, self.lag)
+                    for stale in [step for step in self._snapshots if step < oldest_needed]:
+                        del self._snapshots[stale]
             self.learned_steps += 1
 
     def _wait_until_learned(self, steps):

@@ -142,19 +142,19 @@ def test_a_restored_worker_selects_as_the_uninterrupted_one(kind):
     batches = np.array_split(np.arange(len(features)), 20)
     uninterrupted, interrupted, restored = (kind(Assistant(features), LAG) for _ in range(3))
     try:
-        for step, batch in enumerate(batches, start=1):
-            uninterrupted.submit(batch, losses[batch])
-            if step <= 10:
-                interrupted.submit(batch, losses[batch])
+        for step, batch in enumerate(batches[:10], start=1):
+            for worker in (uninterrupted, interrupted):
+                worker.submit(batch, losses[batch])
         interrupted.snapshot(11)
         state = interrupted.state_dict()
         assert state["learned_steps"] == 10 and sorted(state["snapshots"]) == [4, 8]
         restored.load_state_dict(state)
         for step, batch in enumerate(batches[10:], start=11):
-            restored.submit(batch, losses[batch])
-        for step in (11, 12, 16, 20, 21):
+            # As the task: the selection after `step` steps, while the step's own losses are still on their way.
             np.testing.assert_array_equal(restored.predict(np.arange(50), step),
                                           uninterrupted.predict(np.arange(50), step))
+            for worker in (uninterrupted, restored):
+                worker.submit(batch, losses[batch])
     finally:
         for worker in (uninterrupted, interrupted, restored):
             worker.close()
@@ -164,3 +164,21 @@ def test_asking_for_a_snapshot_whose_steps_were_never_submitted_is_a_contract_er
     worker = SyncAssistantWorker(Assistant(random_features(num_pairs=20)), LAG)
     with pytest.raises(RuntimeError, match="submit once per training step"):
         worker.snapshot(8)
+
+
+@pytest.mark.parametrize("kind", [SyncAssistantWorker, AsyncAssistantWorker])
+def test_a_worker_that_never_selects_keeps_at_most_three_snapshots(kind):
+    """Ranks other than the first, warm-up epochs and annealing never ask for a snapshot: the worker prunes by its own
+    step count, and its checkpoint holds as few."""
+    features = random_features(num_pairs=300)
+    losses, _ = planted_losses(features, [10])
+    worker = kind(Assistant(features), LAG)
+    try:
+        for step in range(1, 101):
+            batch = np.arange(step % 30 * 10, step % 30 * 10 + 10)
+            worker.submit(batch, losses[batch])
+        state = worker.state_dict()
+        assert sorted(state["snapshots"]) == [96, 100]
+        worker.snapshot(101)  # the selection after the steps submitted still finds its snapshot
+    finally:
+        worker.close()
