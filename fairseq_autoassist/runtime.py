@@ -255,6 +255,9 @@ class AutoAssistRuntime:
             "policy": self.policy.name,
             "stream": self.stream.state_dict(consumed_global_batches),
             "steps": self.steps,
+            # The update count of update-paced rules (annealing, competence, spl, InfoBatch's delta): a selection made
+            # before the resumed run's first step (the next epoch's plan, a prefetched chunk) must see it.
+            "num_updates": self.selector.num_updates,
             "trained": dict(self.trained),
         }
         if self.worker is not None:
@@ -272,6 +275,7 @@ class AutoAssistRuntime:
             try:
                 self.stream.load_state_dict(state["stream"])
                 self.steps = self.selector.steps = int(state["steps"])
+                self.selector.num_updates = int(state.get("num_updates", 0))  # absent before 2026-12-07
                 self.trained = dict(state["trained"])
                 if self.worker is not None:
                     self.worker.load_state_dict(state["assistant"])

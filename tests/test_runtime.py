@@ -176,3 +176,16 @@ def test_an_undefined_metric_weighs_nothing_in_fairseqs_epoch_mean():
     values = epoch.get_smoothed_values()
     assert values["aa_auc_seen"] == pytest.approx(0.7)
     assert math.isnan(values["aa_auc_new"])  # never defined: NaN, as docs/how-it-works.md's logs section says
+
+
+def test_a_restored_runtime_selects_before_its_first_step_as_the_uninterrupted_one():
+    """An update-paced rule (competence) reads the update count: a selection made before the resumed run's first step
+    (the next epoch's plan) must see the checkpoint's, not 0."""
+    runtime = make_runtime("competence", max_update=20)
+    for _ in range(12):
+        runtime.begin_step(num_updates=runtime.steps)
+    restored = make_runtime("competence", max_update=20)
+    restored.load_state_dict(runtime.state_dict(consumed_global_batches=0))
+    indices = np.arange(NUM_PAIRS)
+    np.testing.assert_array_equal(restored.selector.keep_probabilities(indices, epoch=2),
+                                  runtime.selector.keep_probabilities(indices, epoch=2))
