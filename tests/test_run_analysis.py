@@ -156,8 +156,16 @@ def test_the_paper_protocol_summary_counts_words_to_the_stock_runs_best_and_buil
     assert records["released"]["words_ratio_valid_bleu"] is None
     assert records["released"]["words_ratio_at_least"] == pytest.approx(600_000 / 600_000, abs=1e-4)
     assert records["baseline-tuned"]["stock_arm"] == "baseline-tuned"
+    timing = tmp_path / "timing.json"
+    timing.write_text(json.dumps({"ratio_to_baseline": {"baseline": {"median": 1.0}, "released": {"median": 0.9}}}))
     paper_protocol_summary.main(["--corpus", "multi30k", "--results", str(_write(tmp_path, results)),
-                                 "--out", str(tmp_path / "out")])
+                                 "--out", str(tmp_path / "out"), "--seconds-per-update", str(timing)])
+    by_arm = {record["arm"]: record for record in json.loads((tmp_path / "out" / "summary.json").read_text())}
+    assert by_arm["released"]["seconds_ratio_valid_bleu"] is None  # it never reaches the stock run's best
+    assert by_arm["baseline"]["seconds_ratio_valid_bleu"] == 1.0
+    assert by_arm["released-2500"]["seconds_ratio_valid_bleu"] is None  # untimed
+    # A tuned arm updates as its protocol twin does (the recipe changes the learning rate, not an update's work).
+    assert paper_protocol_summary.timing_ratio("released-tuned", {"released": {"median": 0.9}}) == 0.9
     steps = json.loads((tmp_path / "out" / "waterfall.json").read_text())
     assert [step["arm"] for step in steps] == ["released-2500", "released"]
     assert steps[0]["ratio"] == pytest.approx(2 / 3, abs=1e-4) and not steps[0]["at_least"]

@@ -40,7 +40,7 @@ ARMS = {
     "released-sync": {"policy": "released", "extra": ["--autoassist-sync"]},
     "assistant-sync": {"policy": "assistant", "extra": ["--autoassist-sync"]},
     "baseline-tuned": {"policy": None, "recipe": TUNED_RECIPE},
-    "released-tuned": {"policy": "released", "recipe": TUNED_RECIPE},
+    "released-tuned": {"policy": "released", "recipe": TUNED_RECIPE, "update_factor": 2.0},
     "released-sorted-tuned": {"policy": "released", "recipe": TUNED_RECIPE,
                               "extra": ["--autoassist-batching", "sorted"]},
     "assistant-tuned": {"policy": "assistant", "recipe": TUNED_RECIPE},

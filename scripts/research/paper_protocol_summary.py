@@ -17,8 +17,9 @@ Every run is set against the stock run of its seed and recipe (``stock_arm``): t
   tokens the run trained on in all.
 
 ``waterfall.json``: the steps of ``WATERFALL``, from the paper's comparison as released to this project's benchmark,
-one factor at a time, each with the mean words ratio over the seeds that have both runs (a step where some seed never
-reaches the stock run's BLEU gives the mean with those seeds' lower bounds, ``at_least``).
+one factor at a time, each with the mean ratio over the seeds that have both runs, in words (a step where some seed
+never reaches the stock run's BLEU gives the mean with those seeds' lower bounds, ``at_least``) or, for the last step,
+in seconds (``--seconds-per-update``: updates times each arm's isolated time per update, ``seconds_ratio_valid_bleu``).
 
 Merges into ``--out``: the records of ``--corpus`` are replaced, those of other corpora kept.
 """
@@ -42,11 +43,13 @@ logger = logging.getLogger("paper_protocol_summary")
 # From the paper's comparison as released to this project's benchmark, one factor at a time: (step, arm, stock arm).
 WATERFALL = [
     ("as released: released at 2,500 tokens against the stock task at 3,000, the run scripts' recipe",
-     "released-2500", "baseline"),
-    ("equal batch sizes (3,000 tokens)", "released", "baseline"),
-    ("this project's tuned learning rate and schedule", "released-tuned", "baseline-tuned"),
-    ("batches sorted by length instead of mixed", "released-sorted-tuned", "baseline-tuned"),
-    ("this project's Assistant (assistant) instead of the released one", "assistant-tuned", "baseline-tuned"),
+     "released-2500", "baseline", "words"),
+    ("equal batch sizes (3,000 tokens)", "released", "baseline", "words"),
+    ("this project's tuned learning rate and schedule", "released-tuned", "baseline-tuned", "words"),
+    ("batches sorted by length instead of mixed", "released-sorted-tuned", "baseline-tuned", "words"),
+    ("this project's Assistant (assistant) instead of the released one", "assistant-tuned", "baseline-tuned", "words"),
+    ("a random control at the same kept share", "uniform-tuned", "baseline-tuned", "words"),
+    ("seconds instead of words", "assistant-tuned", "baseline-tuned", "seconds"),
 ]
 
 
@@ -69,8 +72,19 @@ def _ratio_fields(points, stock_points, cost, spent, name):
     return {f"{name}_valid_bleu": None if ratio is None else round(ratio, 4), f"{name}_at_least": None}
 
 
-def summary_records(corpus, results):
-    """One record per seed and arm of ``results`` (a benchmark results.json, loaded)."""
+def timing_ratio(arm, timing):
+    """``arm``'s time per update over the stock task's (median session) from ``timing`` (benchmark_overhead.py's
+    ``ratio_to_baseline``), None where untimed. A tuned arm is timed as its protocol twin: the recipe changes the
+    learning rate and dropout, not the work of an update."""
+    for name in (arm, arm.removesuffix("-tuned")):
+        if timing and name in timing:
+            return timing[name]["median"]
+    return None
+
+
+def summary_records(corpus, results, timing=None):
+    """One record per seed and arm of ``results`` (a benchmark results.json, loaded); with ``timing``, also
+    ``seconds_ratio_valid_bleu``: the updates ratio times the arm's time per update over the stock arm's."""
     preset = PRESETS[results["preset"]]
     runs = {(run["seed"], run["arm"]): with_validations(run) for run in results["runs"]}
     records = []
@@ -85,6 +99,10 @@ def summary_records(corpus, results):
         record.update(_ratio_fields(points, stock_points, "target_tokens", run_cost(run, "target_tokens"),
                                     "words_ratio"))
         record.update(_ratio_fields(points, stock_points, "updates", run_cost(run, "updates"), "updates_ratio"))
+        arm_time, stock_time = timing_ratio(arm, timing), timing_ratio(stock_arm(arm), timing)
+        updates_ratio = record["updates_ratio_valid_bleu"]
+        record["seconds_ratio_valid_bleu"] = (round(updates_ratio * arm_time / stock_time, 4)
+                                              if None not in (updates_ratio, arm_time, stock_time) else None)
         record.update(kept_share=kept_share(run), best_valid_bleu=best(points, "valid_bleu"),
                       test_bleu=best_checkpoint_test_bleu(run), words=run_cost(run, "target_tokens"))
         records.append(record)
@@ -95,16 +113,21 @@ def waterfall_steps(records):
     """``WATERFALL``'s steps with each corpus's mean words ratio over the seeds that have the step's runs."""
     steps = []
     for corpus in dict.fromkeys(record["corpus"] for record in records):
-        for step, arm, stock in WATERFALL:
+        for step, arm, stock, cost in WATERFALL:
             found = [r for r in records if r["corpus"] == corpus and r["arm"] == arm and r["stock_arm"] == stock]
-            if not found:
-                continue
-            values = [r["words_ratio_valid_bleu"] if r["words_ratio_valid_bleu"] is not None else r["words_ratio_at_least"]
-                      for r in found]
+            if cost == "seconds":
+                found = [r for r in found if r["seconds_ratio_valid_bleu"] is not None]
+                values = [r["seconds_ratio_valid_bleu"] for r in found]
+                at_least = False
+            else:
+                values = [r["words_ratio_valid_bleu"] if r["words_ratio_valid_bleu"] is not None
+                          else r["words_ratio_at_least"] for r in found]
+                at_least = any(r["words_ratio_valid_bleu"] is None for r in found)
             known = [value for value in values if value is not None]
-            steps.append({"step": step, "corpus": corpus, "arm": arm, "stock_arm": stock,
-                          "ratio": round(statistics.mean(known), 4) if known else None,
-                          "at_least": any(r["words_ratio_valid_bleu"] is None for r in found),
+            if not known:
+                continue
+            steps.append({"step": step, "corpus": corpus, "arm": arm, "stock_arm": stock, "cost": cost,
+                          "ratio": round(statistics.mean(known), 4), "at_least": at_least,
                           "seeds": sorted(r["seed"] for r in found)})
     return steps
 
@@ -124,14 +147,20 @@ def main(argv=None):
     parser.add_argument("--corpus", required=True, help="the corpus's name in the records (multi30k, tatoeba)")
     parser.add_argument("--results", required=True, help="a results.json of scripts/benchmark.py --preset paper-protocol")
     parser.add_argument("--out", required=True, help="folder of summary.json and waterfall.json (merged by corpus)")
+    parser.add_argument("--seconds-per-update", metavar="FILE",
+                        help="scripts/benchmark_overhead.py's --output that timed the arms (the seconds figures)")
     args = parser.parse_args(argv)
     with open(args.results) as f:
         results = json.load(f)
+    timing = None
+    if args.seconds_per_update:
+        with open(args.seconds_per_update) as f:
+            timing = json.load(f)["ratio_to_baseline"]
     if results.get("preset") != "paper-protocol":
         parser.error(f"--results {args.results} is a {results.get('preset')} benchmark, not paper-protocol")
     os.makedirs(args.out, exist_ok=True)
     summary_path = os.path.join(args.out, "summary.json")
-    records = merged(summary_path, args.corpus, summary_records(args.corpus, results))
+    records = merged(summary_path, args.corpus, summary_records(args.corpus, results, timing))
     write_atomically(summary_path, json.dumps(records, indent=1))
     write_atomically(os.path.join(args.out, "waterfall.json"), json.dumps(waterfall_steps(records), indent=1))
     logger.info("wrote %d records and the waterfall to %s", len(records), args.out)
