@@ -298,4 +298,8 @@ class AutoAssistRuntime:
             return f"was written with --autoassist-policy {state.get('policy')}, not {self.policy.name}"
         if "stream" not in state:
             return "has no selection stream"
+        saved_lag = (state.get("assistant") or {}).get("lag")  # absent before 2026-12-07
+        if self.worker is not None and saved_lag not in (None, self.worker.lag):
+            return (f"was written with --autoassist-assistant-lag {saved_lag}, not {self.worker.lag} (its snapshots "
+                    f"are {saved_lag} steps apart: resume with --autoassist-assistant-lag {saved_lag})")
         return None

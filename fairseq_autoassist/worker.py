@@ -131,6 +131,7 @@ class SyncAssistantWorker:
         with self._update_lock, self._snapshot_lock:
             return {
                 "assistant": self.assistant.state_dict(),
+                "lag": self.lag,
                 "learned_steps": self.learned_steps,
                 "snapshots": {step: snapshot.state_dict(with_quality=False)
                               for step, snapshot in self._snapshots.items()},

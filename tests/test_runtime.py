@@ -189,3 +189,11 @@ def test_a_restored_runtime_selects_before_its_first_step_as_the_uninterrupted_o
     indices = np.arange(NUM_PAIRS)
     np.testing.assert_array_equal(restored.selector.keep_probabilities(indices, epoch=2),
                                   runtime.selector.keep_probabilities(indices, epoch=2))
+
+
+def test_a_checkpoint_of_another_snapshot_lag_names_the_lag_to_resume_with():
+    runtime = make_runtime("assistant", autoassist_assistant_lag=8)
+    train_epoch(runtime, 1, np.random.default_rng(3))
+    with pytest.raises(AutoAssistConfigError, match="--autoassist-assistant-lag 8, not 4 .*resume with "
+                                                    "--autoassist-assistant-lag 8"):
+        make_runtime("assistant", autoassist_assistant_lag=4).load_state_dict(runtime.state_dict(0))
