@@ -16,8 +16,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# What the GPU image lacks of the training stack (its torch, numpy, sacrebleu, sentencepiece and pytest serve).
-WHEELS=(fairseq-fixed==0.12.3.1 hydra-core==1.3.2 omegaconf==2.3.0 bitarray==3.12.3)
+# What the GPU image lacks of the training stack (its torch, numpy, sacrebleu, sentencepiece and pytest serve); fairseq
+# imports scipy and scikit-learn at start.
+WHEELS=(fairseq-fixed==0.12.3.1 hydra-core==1.3.2 omegaconf==2.3.0 bitarray==3.12.3 scipy==1.17.1
+        scikit-learn==1.9.1 joblib==1.6.0 threadpoolctl==3.8.0)
+# Every module the checks import, checked before any of them runs.
+MODULES=(torch numpy scipy sklearn sacrebleu sentencepiece pytest fairseq hydra omegaconf bitarray)
 
 case "${1:-}" in
 fetch)
@@ -39,6 +43,11 @@ run)
     mkdir -p "$out"
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+    missing=$(python3 -c "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))" "${MODULES[@]}")
+    if [ -n "$missing" ]; then
+        echo "error: this machine lacks $missing; run 'bash scripts/gpu_check.sh fetch' where the package registry is reachable and carry .whl/ here" >&2
+        exit 2
+    fi
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu-tests.log"
     python3 -m pytest tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tee -a "$out/gpu-tests.log"
     python3 scripts/benchmark_overhead.py --data data-bin/multi30k.de-en --preset multi30k-full --gpu \
