@@ -44,7 +44,12 @@ logger = logging.getLogger("paper_protocol_summary")
 WATERFALL = [
     ("as released: released at 2,500 tokens against the stock task at 3,000, the run scripts' recipe",
      "released-2500", "baseline", "words"),
+    ("control of the step before: its batches, the pairs kept at random at its kept share", "uniform-released-2500",
+     "baseline", "words"),
+    ("control of the step before: its batches, every pair kept", "keep-all-released-2500", "baseline", "words"),
     ("equal batch sizes (3,000 tokens)", "released", "baseline", "words"),
+    ("control of the step before: its batches, the pairs kept at random at its kept share", "uniform-released",
+     "baseline", "words"),
     ("this project's tuned learning rate and schedule", "released-tuned", "baseline-tuned", "words"),
     ("batches sorted by length instead of mixed", "released-sorted-tuned", "baseline-tuned", "words"),
     ("this project's Assistant (assistant) instead of the released one", "assistant-tuned", "baseline-tuned", "words"),
