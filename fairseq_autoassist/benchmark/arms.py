@@ -286,8 +286,7 @@ def training_args(arm, data, save_dir, preset, seed, cpu):
     ``validate_interval_updates`` with a checkpoint there (so the best validation has its checkpoint)."""
     spec = arm_spec(arm)
     interval = preset.get("validate_interval_updates", 0)
-    settings = {"lr_scheduler": "inverse_sqrt", "dropout": 0.3, "warmup_init_lr": None,
-                **{key: preset[key] for key in RECIPE_SETTINGS if key in preset},
+    settings = {**{key: preset[key] for key in RECIPE_SETTINGS if key in preset},
                 **{key: spec[key] for key in ("lr_scheduler", "max_tokens") if key in spec}, **spec.get("recipe", {})}
     args = recipe(
         arm_data(arm, data), save_dir, spec["policy"], arch=preset["arch"], max_epoch=0,

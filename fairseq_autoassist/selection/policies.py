@@ -83,7 +83,8 @@ class Policy:
     difficulty: Optional[Callable] = None
     needs_groups: bool = False  # every pair's group of near-duplicates (PairFeatures.near_duplicate_groups)
     paced: bool = False  # the rule follows the fraction of training done: needs --max-update or --max-epoch
-    # Which Assistant learns (``runtime.ASSISTANTS``): this project's ("adagrad") or the authors' code as released.
+    # Which Assistant learns (``runtime.AutoAssistRuntime._build_worker``): this project's ("adagrad") or the authors'
+    # code as released ("released").
     assistant: str = "adagrad"
     # The per-token loss the Assistant and the loss table receive: the label-smoothed training loss (as released)
     # instead of the negative log-likelihood.
