@@ -82,9 +82,7 @@ class SyncAssistantWorker:
                     self._snapshots[self.learned_steps + 1] = snapshot
                     # By its own step count, whether or not this rank selects: a selection comes after at least the
                     # steps submitted, so it never needs a snapshot older than theirs.
-                    oldest_needed = snapshot_step(self.learned_steps + 1, self.lag)
-                    for stale in [step for step in self._snapshots if step < oldest_needed]:
-                        del self._snapshots[stale]
+                    self._drop_snapshots_before(snapshot_step(self.learned_steps + 1, self.lag))
             self.learned_steps += 1
 
     def _wait_until_learned(self, steps):
@@ -97,9 +95,13 @@ class SyncAssistantWorker:
         wanted = snapshot_step(step, self.lag)
         self._wait_until_learned(wanted)
         with self._snapshot_lock:
-            for stale in [s for s in self._snapshots if s < wanted]:
-                del self._snapshots[stale]
+            self._drop_snapshots_before(wanted)
             return self._snapshots[wanted]
+
+    def _drop_snapshots_before(self, step):
+        """Forgets the snapshots older than ``step`` (the caller holds the snapshot lock)."""
+        for stale in [s for s in self._snapshots if s < step]:
+            del self._snapshots[stale]
 
     def predict(self, ids, step):
         return self.snapshot(step).predict(ids)

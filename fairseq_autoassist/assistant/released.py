@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..compat import checkpointed_array
+from .counts import distinct_counts
 from .features import SCORING_CHUNK_PAIRS, PairFeatures
 from .quality import PredictionQuality
 
@@ -61,14 +62,8 @@ def _occurrence_counts(sentence, tokens):
     sentence, and every distinct ``(sentence, token)``."""
     width = int(tokens.max()) + 1 if len(tokens) else 1
     keys = sentence * width + tokens
-    order = np.argsort(keys, kind="stable")
-    first = np.ones(len(keys), dtype=bool)
-    np.not_equal(keys[order][1:], keys[order][:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    counts = np.diff(np.r_[starts, len(keys)])
-    count = np.empty(len(keys), dtype=np.float64)
-    count[order] = np.repeat(counts, counts)
-    distinct = keys[order][starts]
+    distinct, counts = distinct_counts(keys)
+    count = counts[np.searchsorted(distinct, keys)].astype(np.float64)
     return count, distinct // width, distinct % width
 
 

@@ -221,7 +221,7 @@ class AutoAssistTranslationTask(TranslationTask):
         with torch.autograd.profiler.record_function("backward"):
             optimizer.backward(loss)
         if self.loss_handoff is not None:
-            reported = sentence_loss if POLICIES[self.cfg.autoassist_policy].smoothed_loss else sentence_nll
+            reported = sentence_loss if self.runtime.policy.smoothed_loss else sentence_nll
             per_token = reported.new_zeros(0) if ignore_grad else (
                 reported.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1))
             self.loss_handoff.send(host["ids"], host["keep_prob"], per_token)
