@@ -35,7 +35,9 @@ import threading
 import time
 
 import numpy as np
+import torch
 
+from .compat import checkpointed_array
 from .errors import AssistantFailedError
 
 logger = logging.getLogger(__name__)
@@ -135,8 +137,7 @@ class SyncAssistantWorker:
                 "assistant": self.assistant.state_dict(),
                 "lag": self.lag,
                 "learned_steps": self.learned_steps,
-                "snapshots": {step: snapshot.state_dict(with_quality=False)
-                              for step, snapshot in self._snapshots.items()},
+                "snapshots": {step: _scoring_state(snapshot) for step, snapshot in self._snapshots.items()},
             }
 
     def load_state_dict(self, state):
@@ -144,11 +145,8 @@ class SyncAssistantWorker:
         with self._update_lock, self._snapshot_lock:
             self.assistant.load_state_dict(state["assistant"])
             self.learned_steps = int(state["learned_steps"])
-            self._snapshots = {}
-            for step, saved in state["snapshots"].items():
-                snapshot = _snapshot(self.assistant)
-                snapshot.load_state_dict(saved)
-                self._snapshots[int(step)] = snapshot
+            self._snapshots = {int(step): _load_scoring_state(self.assistant, saved)
+                                for step, saved in state["snapshots"].items()}
 
 
 class AsyncAssistantWorker(SyncAssistantWorker):
@@ -242,9 +240,27 @@ class AsyncAssistantWorker(SyncAssistantWorker):
 
 
 def _snapshot(assistant):
-    """A copy of the Assistant's learned state that shares its (read-only) features and diagnostics."""
+    """A copy that scores as the Assistant does now and holds only what scoring reads (``SCORING_ARRAYS`` and the
+    confidence): features and diagnostics are shared, the optimiser's state (Adagrad's accumulators, twice the
+    weights' bytes) is left out, so a held or checkpointed snapshot costs what the weights do."""
     clone = copy.copy(assistant)
     for name, value in vars(assistant).items():
         if isinstance(value, np.ndarray) and name != "pair_columns":
-            setattr(clone, name, value.copy())
+            setattr(clone, name, value.copy() if name in assistant.SCORING_ARRAYS else None)
     return clone
+
+
+def _scoring_state(snapshot):
+    return {"confidence": snapshot.confidence,
+            **{name: torch.from_numpy(getattr(snapshot, name)) for name in snapshot.SCORING_ARRAYS}}
+
+
+def _load_scoring_state(assistant, saved):
+    """The snapshot ``saved`` by ``_scoring_state`` (or, from checkpoints of 0.4.0 and before, by the Assistant's
+    ``state_dict``, which holds the same keys), shaped and typed as ``assistant``'s weights."""
+    snapshot = _snapshot(assistant)
+    for name in assistant.SCORING_ARRAYS:
+        like = getattr(assistant, name)
+        setattr(snapshot, name, checkpointed_array(saved[name], like.dtype).reshape(like.shape))
+    snapshot.confidence = float(saved["confidence"])
+    return snapshot

@@ -8,6 +8,7 @@ import pytest
 
 from fairseq_autoassist import worker as worker_module
 from fairseq_autoassist.assistant import Assistant
+from fairseq_autoassist.assistant.released import ReleasedAssistant
 from fairseq_autoassist.errors import AssistantFailedError
 from fairseq_autoassist.worker import AsyncAssistantWorker, SyncAssistantWorker, snapshot_step
 
@@ -182,3 +183,39 @@ def test_a_worker_that_never_selects_keeps_at_most_three_snapshots(kind):
         worker.snapshot(101)  # the selection after the steps submitted still finds its snapshot
     finally:
         worker.close()
+
+
+@pytest.mark.parametrize("assistant_kind", [Assistant, ReleasedAssistant])
+def test_a_snapshot_holds_only_the_scoring_weights_and_resumes_to_the_same_scores(assistant_kind):
+    """Adagrad's accumulators are twice the weights' bytes: a snapshot (held and checkpointed) leaves them out, and
+    still scores as the Assistant did when it was taken, also after a checkpoint round trip."""
+    features = random_features(num_pairs=300)
+    losses, _ = planted_losses(features, [10])
+    assistant = assistant_kind(features)
+    worker = SyncAssistantWorker(assistant, LAG)
+    feed(worker, features, losses, batches=8)
+    expected = assistant.predict()
+    snapshot = worker.snapshot(LAG * 3)
+    np.testing.assert_array_equal(snapshot.predict(), expected)
+    held = sum(value.nbytes for value in vars(snapshot).values()
+               if isinstance(value, np.ndarray) and value is not getattr(assistant, "pair_columns", None))
+    assert held == sum(getattr(assistant, name).nbytes for name in assistant.SCORING_ARRAYS)
+    saved = worker.state_dict()["snapshots"][2 * LAG]
+    assert set(saved) == {"confidence", *assistant.SCORING_ARRAYS}
+    restored = SyncAssistantWorker(assistant_kind(features), LAG)
+    restored.load_state_dict(worker.state_dict())
+    np.testing.assert_array_equal(restored.snapshot(LAG * 3).predict(), expected)
+    assert restored.snapshot(LAG * 3).confidence == assistant.confidence
+
+
+def test_a_checkpoint_whose_snapshots_are_whole_assistant_states_still_loads():
+    """Checkpoints of 0.4.0 and before saved each snapshot as the Assistant's full state; they hold the same keys."""
+    features = random_features(num_pairs=300)
+    losses, _ = planted_losses(features, [10])
+    worker = SyncAssistantWorker(Assistant(features), LAG)
+    feed(worker, features, losses, batches=8)
+    state = worker.state_dict()
+    state["snapshots"] = {2 * LAG: worker.assistant.state_dict(with_quality=False)}  # the Assistant after 8 steps
+    restored = SyncAssistantWorker(Assistant(features), LAG)
+    restored.load_state_dict(state)
+    np.testing.assert_array_equal(restored.snapshot(LAG * 3).predict(), worker.assistant.predict())

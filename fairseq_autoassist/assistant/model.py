@@ -85,6 +85,9 @@ def _sigmoid(z):
 
 
 class Assistant:
+    # What ``predict`` reads besides the confidence: all a snapshot keeps (see worker._snapshot).
+    SCORING_ARRAYS = ("token_weights", "length_weights", "bias", "pair_weights")
+
     def __init__(self, features: PairFeatures, config: AssistantConfig = AssistantConfig()):
         self.features = features
         self.config = config

@@ -103,6 +103,8 @@ class ReleasedAssistant:
     """The released Assistant; the same calling contract as ``model.Assistant`` (``predict``, ``update``,
     ``state_dict``), ``seed`` drawing its initial weights and its resampling."""
 
+    SCORING_ARRAYS = ("token_weights", "length_weights", "bias")
+
     def __init__(self, features: PairFeatures, seed=1):
         self.features = features
         self.seed = int(seed)
