@@ -48,7 +48,10 @@ def all_gather_rows(rows, rows_per_rank):
     if len(rows) > rows_per_rank:
         raise ValueError(f"a batch of {len(rows)} pairs is more than the {rows_per_rank} a rank may send")
     padded = torch.full((rows_per_rank, rows.shape[1]), float("nan"), dtype=rows.dtype, device=_device())
-    padded[: len(rows)] = rows.to(padded.device, non_blocking=True)
+    # A blocking copy where the rows live elsewhere (gloo gathers host memory, the losses are on a GPU): gloo reads
+    # ``padded`` when the collective starts, and a non-blocking device-to-host copy might not have landed by then.
+    # The host then waits for each step's losses; NCCL, which gathers on the GPU, never does.
+    padded[: len(rows)] = rows.to(padded.device, non_blocking=rows.device == padded.device)
     gathered = torch.empty((world_size() * rows_per_rank, rows.shape[1]), dtype=rows.dtype, device=padded.device)
     work = dist.all_gather(list(gathered.split(rows_per_rank)), padded, async_op=True)
     return gathered, work

@@ -72,3 +72,47 @@ def test_host_arrays_reach_the_gpu_from_pinned_memory_without_waiting():
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert weights.is_cuda and weights.tolist() == [0.5, 2.0]
+
+
+def _gloo_ranks_gather_gpu_rows(rank, port, results):
+    import os
+
+    import torch.distributed as dist
+
+    from fairseq_autoassist.distributed import all_gather_rows
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        rows = _slow_on_the_device(torch.arange(12.0, dtype=torch.float64).reshape(4, 3) + 100 * rank)
+        gathered, work = all_gather_rows(rows, 4)
+        work.wait()
+        results[rank] = gathered.tolist()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_gloo_gathers_a_gpus_rows_after_their_copy_to_the_host_has_landed():
+    """gloo gathers host memory: a non-blocking copy from the GPU could still be in flight when it reads it."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    results = mp.Manager().dict()
+    mp.spawn(_gloo_ranks_gather_gpu_rows, args=(port, results), nprocs=2, join=True)
+    expected = torch.cat([torch.arange(12.0).reshape(4, 3) + 100 * rank for rank in range(2)]).tolist()
+    assert results[0] == results[1] == expected
+
+
+def test_the_host_waits_once_a_step_while_the_device_is_behind_and_never_once_it_is_done():
+    """``set_sync_debug_mode`` does not report event synchronisation: the hand-off counts its own waits."""
+    handoff = LossHandOff(lambda ids, keep_prob, losses: None)
+    for _ in range(3):
+        handoff.send(np.arange(256), np.ones(256), _slow_on_the_device(torch.ones(256)))
+    assert handoff.host_waits == 2  # each later send found the previous copy queued behind a second of work
+    torch.cuda.synchronize()
+    handoff.send(np.arange(256), np.ones(256), torch.ones(256, device="cuda"))
+    assert handoff.host_waits == 2
