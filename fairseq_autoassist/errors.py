@@ -1,5 +1,6 @@
 """Bad input and a failed Assistant, each reported in one line (no fairseq import)."""
 
+import re
 import sys
 
 
@@ -26,10 +27,22 @@ def report_config_errors_in_one_line():
         return
 
     def excepthook(kind, value, traceback):
-        if isinstance(value, ONE_LINE_ERRORS):
-            sys.stderr.write(f"error: {value}\n")
+        line = str(value) if isinstance(value, ONE_LINE_ERRORS) else _one_line_error_of_a_spawned_rank(value)
+        if line is not None:
+            sys.stderr.write(f"error: {line}\n")
         else:
             previous(kind, value, traceback)
 
     excepthook.autoassist_one_line = True
     sys.excepthook = excepthook
+
+
+def _one_line_error_of_a_spawned_rank(value):
+    """The one-line error that a rank started by fairseq's spawn stopped with, or None: spawn hands its first process
+    the rank's traceback as text (``torch.multiprocessing.ProcessRaisedException``), whose last line names it."""
+    if type(value).__name__ != "ProcessRaisedException":
+        return None
+    match = re.fullmatch(r"fairseq_autoassist\.errors\.(\w+): (.*)", str(value).strip().splitlines()[-1])
+    if match is None or match.group(1) not in {kind.__name__ for kind in ONE_LINE_ERRORS}:
+        return None
+    return f"{match.group(2)} (rank {value.error_index})"

@@ -9,8 +9,9 @@ an all-gather started without waiting, when distributed), and delivers them at t
 device has long finished. On a GPU the gather and the copy run on a side stream, so the compute stream never waits
 for the gather (nor, under NCCL, for the slowest rank); the host waits at most once a step, on the previous step's
 copy, and only while the device is behind (``host_waits`` counts those). With gloo and a GPU the host also waits for
-each step's losses before gloo gathers them from host memory (``distributed.all_gather_rows``). Every device and any number of ranks behave alike, so the Assistant and the loss table
-always see a step's losses one step later, and a run selects the same pairs on a CPU as the timing of a GPU allows.
+each step's losses before gloo gathers them from host memory (``distributed.all_gather_rows``). Every device and
+any number of ranks behave alike, so the Assistant and the loss table always see a step's losses one step later, and
+a run selects the same pairs on a CPU as the timing of a GPU allows.
 
 Calling contract: ``send(ids, keep_prob, per_token_losses)`` once per training step after the backward pass has been
 queued, on every rank in the same step (empty arrays for a dummy batch); ``pending_state()`` for a checkpoint (the

@@ -23,7 +23,7 @@ from .assistant import Assistant, AssistantConfig
 from .assistant.released import ReleasedAssistant
 from .data import ShrinkingBatchStream
 from .data.noise_list import read_noise
-from .errors import AutoAssistConfigError
+from .errors import AssistantFailedError, AutoAssistConfigError
 from .loss_log import LossLog
 from .options import RuntimeOptions, batching, build
 from .selection import (
@@ -38,6 +38,10 @@ from .worker import AsyncAssistantWorker, SyncAssistantWorker
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_VERSION = 4
+# What the first rank broadcasts instead of a selection when its Assistant failed (pair ids are never negative).
+FAILED_SELECTION = np.array([-1], dtype=np.int64)
+# How long a rank whose own Assistant is sound waits before it stops because another rank's failed.
+FOLLOWING_RANK_DELAY_SECONDS = 3.0
 
 
 def read_flagged_pairs(path, num_pairs):
@@ -122,6 +126,8 @@ class AutoAssistRuntime:
         )
         self.corpus_mean_target_length = float(np.mean(target_sizes[candidates]))
         self.selection_cpu_seconds = 0.0
+        # The Assistant's failure on this rank, held until every rank stops together.
+        self.failure = None
         self.steps = 0
         # With --autoassist-digest-file: the epoch, count and chained SHA-1 of the batches this rank trained on.
         self.trained = {"epoch": None, "batches": 0, "digest": ""}
@@ -150,8 +156,14 @@ class AutoAssistRuntime:
             return self.selector.select(indices, epoch, pass_index, chunk)
         kept, keep_prob = (None, None)
         if distributed.rank() == 0:
-            kept, keep_prob = self.selector.select(indices, epoch, pass_index, chunk)
+            try:
+                kept, keep_prob = self.selector.select(indices, epoch, pass_index, chunk)
+            except AssistantFailedError as error:
+                # Said to every rank, which would otherwise wait in this broadcast until the process group times out.
+                self.failure, kept = error, FAILED_SELECTION
         kept = distributed.broadcast_from_first_rank(kept, np.int64)
+        if len(kept) and kept[0] == FAILED_SELECTION[0]:
+            raise self.failure or AssistantFailedError("the first rank's Assistant failed (its error line says how)")
         keep_prob = distributed.broadcast_from_first_rank(
             np.zeros(0, np.float32) if keep_prob is None else keep_prob, np.float32
         )
@@ -211,8 +223,28 @@ class AutoAssistRuntime:
         """A step's per-token losses (every rank's, when distributed: ``loss_handoff`` gathers them) with the
         probability each pair was kept with, to the Assistant, the loss table and the loss log. Called once per
         step, a dummy batch with empty arrays."""
-        feed_back(self.policy, ids, per_token_losses, keep_prob, self.loss_table, self.worker, self.loss_log,
-                  self.stream.pass_index)
+        try:
+            feed_back(self.policy, ids, per_token_losses, keep_prob, self.loss_table, self.worker, self.loss_log,
+                      self.stream.pass_index)
+        except AssistantFailedError as error:
+            # Not raised here, in one rank's step: every rank stops together (``raise_if_any_rank_failed``).
+            self.failure = self.failure or error
+
+    def raise_if_any_rank_failed(self, failed_steps):
+        """Stops this rank if any rank's Assistant failed: ``failed_steps``, summed over every rank by the update's
+        statistics (``failed_steps`` below), is the count of steps that reported a failure."""
+        if not failed_steps:
+            return
+        if self.failure is None:
+            # fairseq's spawn reports only the first rank to stop: let it be the one whose line says what failed.
+            time.sleep(FOLLOWING_RANK_DELAY_SECONDS)
+            raise AssistantFailedError("another rank's Assistant failed (its error line says how)")
+        raise self.failure
+
+    @property
+    def failed_steps(self):
+        """1 once this rank's Assistant failed (for the step's logging output, which fairseq sums over ranks)."""
+        return int(self.failure is not None)
 
     # ------------------------------------------------------------ logs
     def metrics(self):

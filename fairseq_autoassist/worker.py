@@ -63,13 +63,29 @@ class SyncAssistantWorker:
         self.cpu_seconds = 0.0
         self.waits = 0
         self.wait_seconds = 0.0
+        self._failure = None
         self._snapshots = {0: _snapshot(assistant)}
         # The update lock is held while the Assistant learns; the snapshot lock only while the dict changes.
         self._update_lock = threading.Lock()
         self._snapshot_lock = threading.Lock()
 
     def submit(self, ids, per_token_losses, keep_prob=None, labels=None, pass_index=1):
-        self._learn((ids, per_token_losses, keep_prob, labels, pass_index))
+        self._raise_if_failed()
+        try:
+            self._learn((ids, per_token_losses, keep_prob, labels, pass_index))
+        except Exception as error:
+            self._record_failure(error)
+            self._raise_if_failed()
+
+    def _record_failure(self, error):
+        # The traceback only at debug level: the run stops with the one line that AssistantFailedError makes.
+        logger.debug("AutoAssist: the Assistant's update failed", exc_info=True)
+        self._failure = (f"the Assistant worker failed after learning {self.learned_steps} steps "
+                         f"({type(error).__name__}: {error})")
+
+    def _raise_if_failed(self):
+        if self._failure is not None:
+            raise AssistantFailedError(self._failure)
 
     def _learn(self, feedback):
         """Learns one step's feedback and takes the snapshot that ends at it, if one does."""
@@ -89,6 +105,7 @@ class SyncAssistantWorker:
 
     def _wait_until_learned(self, steps):
         """Returns once the feedback of ``steps`` steps is learned; here it is learned when submitted."""
+        self._raise_if_failed()
         if self.learned_steps < steps:
             raise RuntimeError(f"the Assistant of step {steps} was asked for after {self.learned_steps} steps' "
                                "feedback: submit once per training step")
@@ -109,7 +126,8 @@ class SyncAssistantWorker:
         return self.snapshot(step).predict(ids)
 
     def drain(self):
-        """Returns once every submitted step is learned (here: at once; an update that raises, raises in ``submit``)."""
+        """Returns once every submitted step is learned (here: at once, unless an update failed)."""
+        self._raise_if_failed()
 
     def close(self):
         """Nothing runs beside training; here so that tools may close either worker alike."""
@@ -159,7 +177,6 @@ class AsyncAssistantWorker(SyncAssistantWorker):
         self._cond = threading.Condition()
         self._busy = False
         self._closed = False
-        self._failure = None
         self._thread = threading.Thread(target=self._run, name="autoassist-assistant", daemon=True)
         self._thread.start()
 
@@ -204,10 +221,6 @@ class AsyncAssistantWorker(SyncAssistantWorker):
         self.wait_seconds += time.monotonic() - started
         self._raise_if_failed()
 
-    def _raise_if_failed(self):
-        if self._failure is not None:
-            raise AssistantFailedError(self._failure)
-
     def _run(self):
         try:
             while True:
@@ -223,10 +236,8 @@ class AsyncAssistantWorker(SyncAssistantWorker):
                     self._busy = False
                     self._cond.notify_all()
         except Exception as error:
-            logger.exception("AutoAssist: the Assistant worker failed")
             with self._cond:
-                self._failure = (f"the Assistant worker failed after learning {self.learned_steps} steps "
-                                 f"({type(error).__name__}: {error})")
+                self._record_failure(error)
                 self._busy = False
                 self._cond.notify_all()
 

@@ -197,3 +197,43 @@ def test_a_checkpoint_of_another_snapshot_lag_names_the_lag_to_resume_with():
     with pytest.raises(AutoAssistConfigError, match="--autoassist-assistant-lag 8, not 4 .*resume with "
                                                     "--autoassist-assistant-lag 8"):
         make_runtime("assistant", autoassist_assistant_lag=4).load_state_dict(runtime.state_dict(0))
+
+
+def _select_with_a_failing_first_rank(rank, port, results):
+    import os
+
+    import torch.distributed as dist
+
+    from fairseq_autoassist.errors import AssistantFailedError
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        runtime = make_runtime()
+
+        def failing_select(*args):
+            raise AssistantFailedError("simulated stall")
+
+        if rank == 0:
+            runtime.selector.select = failing_select
+        try:
+            runtime._select(np.arange(10), 2, 2, 0)
+            results[rank] = "selected"
+        except AssistantFailedError as error:
+            results[rank] = str(error)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_selection_that_fails_on_the_first_rank_stops_every_rank_instead_of_leaving_them_in_its_broadcast():
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    results = mp.Manager().dict()
+    mp.spawn(_select_with_a_failing_first_rank, args=(port, results), nprocs=2, join=True)
+    assert results[0].startswith("simulated stall; training stopped")
+    assert results[1].startswith("the first rank's Assistant failed (its error line says how); training stopped")

@@ -94,7 +94,10 @@ def test_a_full_queue_makes_the_training_step_wait_and_drops_nothing():
         worker.close()
 
 
-def test_a_failing_assistant_stops_training_with_its_error():
+@pytest.mark.parametrize("kind", [SyncAssistantWorker, AsyncAssistantWorker])
+def test_a_failing_assistant_stops_training_with_its_error(kind):
+    """Either worker: the one-line error (never the update's own exception, which fairseq would answer with a
+    traceback and crash.pt), then again at every later call."""
     features = random_features(num_pairs=50)
     assistant = Assistant(features)
 
@@ -102,11 +105,11 @@ def test_a_failing_assistant_stops_training_with_its_error():
         raise RuntimeError("simulated Assistant crash")
 
     assistant.update = broken_update
-    worker = AsyncAssistantWorker(assistant, LAG)
+    worker = kind(assistant, LAG)
+    expected = r"failed after learning 0 steps \(RuntimeError: simulated Assistant crash\).*--autoassist-policy keep-all"
     try:
-        worker.submit(np.arange(5), np.ones(5))
-        with pytest.raises(AssistantFailedError, match=r"failed after learning 0 steps \(RuntimeError: simulated "
-                                                       r"Assistant crash\).*--autoassist-policy keep-all"):
+        with pytest.raises(AssistantFailedError, match=expected):
+            worker.submit(np.arange(5), np.ones(5))
             worker.drain()
         for call in (lambda: worker.submit(np.arange(5), np.ones(5)), lambda: worker.snapshot(20),
                      worker.state_dict):

@@ -27,7 +27,7 @@ from ..compat import allow_fairseq_checkpoints, explain_unreadable_checkpoints
 from ..data.folders import check_data_folders, check_split, check_token_budget
 from ..data.iterator import (HOST_SIDE, KeptPairsDataset, ShrinkingEpochBatchIterator, collate_with_host_side,
                              corpus_side, packing_order, pairs_per_chunk, token_budget_batcher, training_order)
-from ..errors import AssistantFailedError, AutoAssistConfigError, report_config_errors_in_one_line
+from ..errors import AutoAssistConfigError, report_config_errors_in_one_line
 from ..loss_handoff import LossHandOff, to_device_without_waiting
 from ..options import AutoAssistOptions, batching, validate
 from ..runtime import AutoAssistRuntime
@@ -75,6 +75,12 @@ class AutoAssistTranslationTask(TranslationTask):
         self.loss_handoff = None
         self._state_restored = False
         self._announced_start = False
+
+    @classmethod
+    def add_args(cls, parser):
+        # Parsing runs in fairseq-train's first process too, which spawns the ranks and reports how they stopped.
+        report_config_errors_in_one_line()
+        super().add_args(parser)
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
@@ -179,17 +185,38 @@ class AutoAssistTranslationTask(TranslationTask):
         the runtime after the backward pass has been queued (``loss_handoff``, delivered at the next step); the ids,
         lengths and keep probabilities come from the host side of the batch, so nothing in the step waits for the
         device. A dummy batch (``ignore_grad``: fairseq's stand-in where a rank has no batch of its own, perhaps a
-        validation batch without a host side) trains with zero weight and reports no pair."""
+        validation batch without a host side) trains with zero weight and reports no pair. A failed Assistant stops
+        every rank at the end of the same update (``reduce_metrics``), after the step's gather."""
         if not self.selection_enabled:
             return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         model.train()
         model.set_num_updates(update_num)
         self.runtime.begin_step(update_num)
         target = sample["target"]
-        batch_size = target.size(0)
         host = _NO_PAIRS if ignore_grad else sample[HOST_SIDE]
         if not ignore_grad:
             self.runtime.record_trained_batch(self.train_iterator.epoch, host["ids"])
+        try:
+            loss, sample_size, logging_output, reported = self._forward_backward(
+                sample, model, criterion, optimizer, host, ignore_grad)
+        except Exception:
+            if self.loss_handoff is not None:
+                # fairseq may recover from an out-of-memory error and go on: this rank's gather must still join the
+                # other ranks' of this step, or every later one would pair different steps.
+                self.loss_handoff.send(_NO_PAIRS["ids"], _NO_PAIRS["keep_prob"], target.new_zeros(0, dtype=torch.float))
+            raise
+        if self.loss_handoff is not None:
+            per_token = reported.new_zeros(0) if ignore_grad else (
+                reported.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1))
+            self.loss_handoff.send(host["ids"], host["keep_prob"], per_token)
+        # After the send, which delivers the previous step's losses: a failure it met stops every rank at this update.
+        logging_output["autoassist_failed_steps"] = self.runtime.failed_steps
+        return loss, sample_size, logging_output
+
+    def _forward_backward(self, sample, model, criterion, optimizer, host, ignore_grad):
+        """The step's loss, sample size and logging output, and every sentence's loss that the policy learns from."""
+        target = sample["target"]
+        batch_size = target.size(0)
         weights = None
         if self.runtime.weighted and not ignore_grad:
             weights = to_device_without_waiting(
@@ -220,21 +247,17 @@ class AutoAssistTranslationTask(TranslationTask):
             loss *= 0
         with torch.autograd.profiler.record_function("backward"):
             optimizer.backward(loss)
-        if self.loss_handoff is not None:
-            reported = sentence_loss if self.runtime.policy.smoothed_loss else sentence_nll
-            per_token = reported.new_zeros(0) if ignore_grad else (
-                reported.detach() / target.ne(self.tgt_dict.pad()).sum(1).clamp(min=1))
-            self.loss_handoff.send(host["ids"], host["keep_prob"], per_token)
-        return loss, sample_size, logging_output
+        reported = sentence_loss if self.runtime.policy.smoothed_loss else sentence_nll
+        return loss, sample_size, logging_output, reported
 
     def _finish_training(self):
         """At exit: the last step's losses, which no next step delivers (the loss log would miss them), and the
         last epoch's trained-batch digest."""
         try:
-            if self.loss_handoff is not None:
+            if self.loss_handoff is not None and self.runtime.failure is None:
                 self.loss_handoff.flush()
-        except AssistantFailedError:
-            pass  # the run already stopped with this error
+        except RuntimeError as error:  # another rank is gone: its error line says why
+            logger.warning("AutoAssist: the last step's losses were not delivered (%s)", str(error).splitlines()[0])
         self.runtime.write_trained_digest()
 
     # ------------------------------------------------------------ logs
@@ -247,6 +270,7 @@ class AutoAssistTranslationTask(TranslationTask):
             metrics.log_derived("bleu", lambda meters: 0.0)
         if self.runtime is None or not any("autoassist_steps" in log for log in logging_outputs):
             return
+        self.runtime.raise_if_any_rank_failed(sum(log.get("autoassist_failed_steps", 0) for log in logging_outputs))
         log_runtime_metrics(self.runtime.metrics())
 
     # ------------------------------------------------------------ checkpoints
