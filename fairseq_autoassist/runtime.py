@@ -291,6 +291,7 @@ class AutoAssistRuntime:
             # before the resumed run's first step (the next epoch's plan, a prefetched chunk) must see it.
             "num_updates": self.selector.num_updates,
             "trained": dict(self.trained),
+            "ranks": distributed.world_size(),
         }
         if self.worker is not None:
             state["assistant"] = self.worker.state_dict()
@@ -334,4 +335,11 @@ class AutoAssistRuntime:
         if self.worker is not None and saved_lag not in (None, self.worker.lag):
             return (f"was written with --autoassist-assistant-lag {saved_lag}, not {self.worker.lag} (its snapshots "
                     f"are {saved_lag} steps apart: resume with --autoassist-assistant-lag {saved_lag})")
+        saved_ranks = state.get("ranks")  # absent before 2026-12-07
+        consumed = state["stream"].get("consumed_in_epoch", 0)
+        if saved_ranks not in (None, distributed.world_size()) and consumed:
+            return (f"was saved in the middle of an epoch ({consumed} global batches in) by {saved_ranks} ranks, and "
+                    f"this run has {distributed.world_size()} (fairseq counts a resumed epoch's batches per rank: resume "
+                    f"it on {saved_ranks} ranks, or resume from a checkpoint saved at an epoch's end, "
+                    "--restore-file checkpointN.pt, on any number)")
         return None

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fairseq_autoassist.recipes import recipe
+from fairseq_autoassist.selection.policies import POLICIES
 
 from .conftest import ROOT, run_script
 
@@ -224,6 +225,53 @@ def test_selection_never_depends_on_timing_and_a_kill_in_a_selecting_epoch_resum
     resumed = run_script("-m", "fairseq_cli.train", *args("killed")).stdout
     assert "restored Assistant and selection state" in resumed
     assert min(losses_by_update(resumed)) == saved_at + 1
+    assert trained_digests(tmp_path / "killed.digest") == reference
+
+
+def train_and_kill_after_an_epochs_checkpoint(args, epoch):
+    """Runs fairseq-train ``args`` and kills it (SIGKILL) as soon as it has saved the checkpoint at the end of
+    ``epoch`` (its epoch summary follows that save), before it trains a batch of the next epoch."""
+    process = subprocess.Popen([sys.executable, "-m", "fairseq_cli.train", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    killed = False
+    try:
+        for line in process.stdout:
+            if f"| train | epoch {epoch:03d} |" in line:
+                process.send_signal(signal.SIGKILL)
+                killed = True
+                break
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+    assert killed, f"the run ended before epoch {epoch} did"
+
+
+# Every registered policy but "none" (the stock iterator), and an annealed one: the rules that pace by updates
+# (competence, spl, infobatch, annealing) read the update count that a checkpoint must carry.
+RESUMABLE = [([policy], policy) for policy in POLICIES if policy != "none"] + [
+    (["assistant", "--autoassist-anneal-fraction", "0.5"], "assistant-annealed")]
+
+
+@pytest.mark.parametrize("policy_args", [args for args, _ in RESUMABLE], ids=[name for _, name in RESUMABLE])
+def test_every_policy_resumes_exactly_after_a_kill_mid_epoch_and_one_after_an_epochs_checkpoint(
+        prepared_data, tmp_path, policy_args):
+    """Default settings (background worker, fairseq's data loader worker), selection at every update: the run is
+    killed in a selecting epoch after a mid-epoch checkpoint, resumed, killed again right after the end-of-epoch
+    checkpoint, and resumed to the end; it must train exactly the uninterrupted run's batches."""
+    policy, *extra = policy_args
+
+    def args(name):
+        return train_args(prepared_data, tmp_path / name, "--save-interval-updates", "3", "--autoassist-refresh-updates",
+                          "1", "--autoassist-digest-file", str(tmp_path / f"{name}.digest"), *extra, policy=policy,
+                          max_epoch=4, default_workers=True)
+
+    run_script("-m", "fairseq_cli.train", *args("reference"))
+    reference = trained_digests(tmp_path / "reference.digest")
+    assert [epoch for epoch, _, _ in reference] == ["1", "2", "3", "4"], reference
+    train_and_kill_in_a_selecting_epoch(args("killed"))
+    train_and_kill_after_an_epochs_checkpoint(args("killed"), epoch=3)
+    resumed = run_script("-m", "fairseq_cli.train", *args("killed")).stdout
+    assert "restored Assistant and selection state" in resumed
     assert trained_digests(tmp_path / "killed.digest") == reference
 
 

@@ -237,3 +237,19 @@ def test_a_selection_that_fails_on_the_first_rank_stops_every_rank_instead_of_le
     mp.spawn(_select_with_a_failing_first_rank, args=(port, results), nprocs=2, join=True)
     assert results[0].startswith("simulated stall; training stopped")
     assert results[1].startswith("the first rank's Assistant failed (its error line says how); training stopped")
+
+
+def test_a_mid_epoch_checkpoint_of_another_rank_count_is_refused_naming_how_to_resume_and_an_epochs_end_is_not():
+    """fairseq restores a resumed epoch's position per rank: on another number of ranks a mid-epoch checkpoint would
+    skip or retrain batches. An epoch's end has no position and resumes on any number of ranks."""
+    saved = make_runtime()
+    for batch, keep_prob in saved.stream.iterate_epoch(1):
+        break
+    mid_epoch = saved.state_dict(consumed_global_batches=1)
+    mid_epoch["ranks"] = 2
+    with pytest.raises(AutoAssistConfigError, match=r"in the middle of an epoch \(1 global batches in\) by 2 ranks, "
+                                                    r"and this run has 1 .*resume it on 2 ranks.*--restore-file"):
+        make_runtime().load_state_dict(mid_epoch)
+    at_an_epochs_end = saved.state_dict(consumed_global_batches=0)
+    at_an_epochs_end["ranks"] = 2
+    make_runtime().load_state_dict(at_an_epochs_end)
