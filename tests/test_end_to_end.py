@@ -255,15 +255,19 @@ RESUMABLE = [([policy], policy) for policy in POLICIES if policy != "none"] + [
 @pytest.mark.parametrize("policy_args", [args for args, _ in RESUMABLE], ids=[name for _, name in RESUMABLE])
 def test_every_policy_resumes_exactly_after_a_kill_mid_epoch_and_one_after_an_epochs_checkpoint(
         prepared_data, tmp_path, policy_args):
-    """Default settings (background worker, fairseq's data loader worker), selection at every update: the run is
+    """Default settings (background worker, fairseq's data loader worker), selection at every update, paced by
+    updates (--max-update 110: the fourth epoch ends near it, annealing starts in the second or third): the run is
     killed in a selecting epoch after a mid-epoch checkpoint, resumed, killed again right after the end-of-epoch
     checkpoint, and resumed to the end; it must train exactly the uninterrupted run's batches."""
     policy, *extra = policy_args
+    if policy == "reducible":  # a reference model's scores, one per training pair of the synthetic corpus
+        np.save(tmp_path / "reference.npy", np.random.default_rng(0).gamma(2.0, 1.0, 400).astype(np.float32))
+        extra += ["--autoassist-reference-scores", str(tmp_path / "reference.npy")]
 
     def args(name):
         return train_args(prepared_data, tmp_path / name, "--save-interval-updates", "3", "--autoassist-refresh-updates",
                           "1", "--autoassist-digest-file", str(tmp_path / f"{name}.digest"), *extra, policy=policy,
-                          max_epoch=4, default_workers=True)
+                          max_epoch=4, max_update=110, default_workers=True)
 
     run_script("-m", "fairseq_cli.train", *args("reference"))
     reference = trained_digests(tmp_path / "reference.digest")
