@@ -11,13 +11,15 @@ tensors, lists, dicts and Python scalars.
 
 A truncated or corrupt checkpoint (a full disk, a copy cut short) makes ``torch.load`` fail with one of
 half a dozen exceptions from deep inside; ``explain_unreadable_checkpoints`` turns each into one line
-that names the file and the checkpoints beside it to use instead.
+that names the file and the checkpoints beside it to use instead. ``copy_checkpoints_atomically`` keeps fairseq's
+own copies from cutting ``checkpoint_last.pt`` short in the first place.
 """
 
 import argparse
 import collections
 import functools
 import os
+import shutil
 import typing
 import zipfile
 
@@ -118,3 +120,25 @@ def explain_unreadable_checkpoints():
 
     load_checkpoint_to_cpu.explains_unreadable_files = True
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+
+
+def copy_checkpoints_atomically():
+    """fairseq writes a checkpoint once and copies it onto ``checkpoint_last.pt`` (and ``checkpoint_best.pt``) in
+    place, so a kill during the copy leaves a truncated file that the next resume cannot read. Wrap its copy so that
+    a local one goes to ``DST.partial`` and is renamed over ``DST``: a kill leaves the old file or the new one."""
+    from fairseq.file_io import PathManager
+
+    copy = PathManager.copy
+    if getattr(copy, "atomic", False):
+        return
+
+    def atomic_copy(src_path, dst_path, overwrite=False):
+        if "://" in str(dst_path) or (os.path.exists(dst_path) and not overwrite):
+            return copy(src_path, dst_path, overwrite)
+        partial = f"{dst_path}.partial"
+        shutil.copyfile(src_path, partial)
+        os.replace(partial, dst_path)
+        return True
+
+    atomic_copy.atomic = True
+    PathManager.copy = staticmethod(atomic_copy)

@@ -442,6 +442,31 @@ def test_bad_input_gets_one_clear_line(prepared_data, tmp_path):
     assert "paces its selection by the fraction of training done; set --max-update or --max-epoch" in unpaced.stdout
 
 
+def test_fairseqs_copy_onto_the_last_checkpoint_cut_short_leaves_the_previous_one_whole(tmp_path, monkeypatch):
+    """fairseq copies each new checkpoint onto checkpoint_last.pt; a kill during that copy must not truncate it."""
+    import shutil
+
+    import fairseq_autoassist.tasks.autoassist_translation  # noqa: F401  (installs the copy, as --user-dir does)
+    from fairseq import checkpoint_utils
+
+    new, last = tmp_path / "checkpoint_3_30.pt", tmp_path / "checkpoint_last.pt"
+    new.write_bytes(b"new" * 1000)
+    last.write_bytes(b"old" * 1000)
+
+    def copy_cut_short(src, dst, *args, **kwargs):
+        with open(dst, "wb") as f:
+            f.write(b"ne")
+        raise KeyboardInterrupt  # the kill
+
+    monkeypatch.setattr(shutil, "copyfile", copy_cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint_utils.PathManager.copy(str(new), str(last), overwrite=True)
+    assert last.read_bytes() == b"old" * 1000
+    monkeypatch.undo()
+    assert checkpoint_utils.PathManager.copy(str(new), str(last), overwrite=True)
+    assert last.read_bytes() == b"new" * 1000
+
+
 def test_a_token_budget_below_the_longest_pair_and_a_truncated_checkpoint_end_in_one_line(prepared_data, tmp_path):
     small = run_script("-m", "fairseq_cli.train", *tiny_recipe(prepared_data, tmp_path / "small", max_tokens=8),
                        check=False)

@@ -23,7 +23,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
 from ..assistant import PairFeatures
-from ..compat import allow_fairseq_checkpoints, explain_unreadable_checkpoints
+from ..compat import allow_fairseq_checkpoints, copy_checkpoints_atomically, explain_unreadable_checkpoints
 from ..data.folders import check_data_folders, check_split, check_token_budget
 from ..data.iterator import (HOST_SIDE, KeptPairsDataset, ShrinkingEpochBatchIterator, collate_with_host_side,
                              corpus_side, packing_order, pairs_per_chunk, token_budget_batcher, training_order)
@@ -310,3 +310,4 @@ class AutoAssistTranslationTask(TranslationTask):
 # fairseq imports --user-dir modules before it loads any checkpoint.
 allow_fairseq_checkpoints()
 explain_unreadable_checkpoints()
+copy_checkpoints_atomically()
