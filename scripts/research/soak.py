@@ -112,8 +112,9 @@ def soak_run(data, save_dir, arm, ranks, updates, sample_every):
                 + (["--distributed-rank", str(rank)] if ranks > 1 else []) for rank in range(ranks)]
     os.makedirs(save_dir, exist_ok=True)
     logs = [open(os.path.join(save_dir, f"rank{rank}.log"), "w") for rank in range(ranks)]
+    # Unbuffered: each reading is taken as its log line arrives, not when a block of output fills.
     processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  env=training_environment()) for command in commands]
+                                  env={**training_environment(), "PYTHONUNBUFFERED": "1"}) for command in commands]
     drains = [threading.Thread(target=lambda p=p, log=log: [log.write(line) for line in p.stdout])
               for p, log in zip(processes[1:], logs[1:])]
     for drain in drains:
