@@ -44,6 +44,9 @@ def _numpy_globals():
 
 
 def _checkpoint_globals():
+    # fairseq-train's first rank reads the checkpoint and hands it to the others with torch.save/torch.load, its
+    # tensors replaced by this placeholder: without it no run of several ranks could resume.
+    from fairseq.distributed.utils import _TensorPlaceholder
     from omegaconf import DictConfig, ListConfig
     from omegaconf.base import Container, ContainerMetadata, Metadata, Node
     from omegaconf.nodes import AnyNode, ValueNode
@@ -67,6 +70,7 @@ def _checkpoint_globals():
         Node,
         AnyNode,
         ValueNode,
+        _TensorPlaceholder,
         *_numpy_globals(),
     ]
 

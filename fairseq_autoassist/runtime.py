@@ -22,6 +22,7 @@ from . import distributed
 from .assistant import Assistant, AssistantConfig
 from .assistant.released import ReleasedAssistant
 from .data import ShrinkingBatchStream
+from .data.batch_stream import chain_digest
 from .data.noise_list import read_noise
 from .errors import AssistantFailedError, AutoAssistConfigError
 from .loss_log import LossLog
@@ -131,6 +132,8 @@ class AutoAssistRuntime:
         self.steps = 0
         # With --autoassist-digest-file: the epoch, count and chained SHA-1 of the batches this rank trained on.
         self.trained = {"epoch": None, "batches": 0, "digest": ""}
+        # Every rank's digest at the restored checkpoint (``_trained_by_rank`` continues them in the restored epoch).
+        self._restored_trained_by_rank, self._restored_trained_epoch = [], None
 
     def _build_worker(self, cfg, features, seed):
         if self.policy.assistant == "released":
@@ -180,16 +183,40 @@ class AutoAssistRuntime:
 
     def record_trained_batch(self, epoch, ids):
         """With --autoassist-digest-file: chains ``ids`` (a batch this rank trains on in ``epoch``) into the epoch's
-        digest, kept in checkpoints, and appends the previous epoch's to ``FILE.trained.rankR`` when an epoch starts:
+        digest, kept in checkpoints for every rank, and appends the previous epoch's to ``FILE.trained.rankR`` when an epoch starts:
         a resumed run writes the uninterrupted run's lines exactly when it trains the same batches."""
         if not self.runtime_options.digest_file:
             return
         if epoch != self.trained["epoch"]:
             self.write_trained_digest()
             self.trained = {"epoch": epoch, "batches": 0, "digest": ""}
-        chained = self.trained["digest"].encode() + np.ascontiguousarray(ids, dtype=np.int64).tobytes()
         self.trained["batches"] += 1
-        self.trained["digest"] = hashlib.sha1(chained).hexdigest()
+        self.trained["digest"] = chain_digest(self.trained["digest"], np.sort(ids))  # the collater reorders a batch
+
+    def _trained_by_rank(self, consumed):
+        """Every rank's trained-batch digest after ``consumed`` global batches of the epoch. Only the first rank saves
+        checkpoints, but every rank's batches are in the global list it built: rank r trains batches r, r + N, ...
+        (a checkpoint follows whole steps of every rank, and the epoch plans a batch for every rank)."""
+        ranks, epoch = distributed.world_size(), self.stream.epoch
+        if self.stream.restored_at and self._restored_trained_epoch == epoch:
+            by_rank = [dict(state) for state in self._restored_trained_by_rank]
+        else:
+            by_rank = [{"epoch": epoch, "batches": 0, "digest": ""} for _ in range(ranks)]
+        for position, batch in self.stream.consumed_batches(consumed):
+            state = by_rank[position % ranks]
+            state["batches"] += 1
+            state["digest"] = chain_digest(state["digest"], np.sort(batch))
+        return by_rank
+
+    def _restore_trained(self, state):
+        by_rank = state.get("trained_by_rank")  # absent before 2026-12-07: then only the first rank's
+        rank = distributed.rank()
+        if by_rank is None:
+            by_rank = [state["trained"]]
+        self._restored_trained_by_rank = [dict(entry) for entry in by_rank]
+        self._restored_trained_epoch = state["stream"]["epoch"]
+        # A rank the saving run did not have trained nothing of the record's epoch.
+        self.trained = dict(by_rank[rank]) if rank < len(by_rank) else {"epoch": None, "batches": 0, "digest": ""}
 
     def write_trained_digest(self):
         """Appends the current epoch's trained-batch digest (at an epoch's end, and when training ends)."""
@@ -291,6 +318,8 @@ class AutoAssistRuntime:
             # before the resumed run's first step (the next epoch's plan, a prefetched chunk) must see it.
             "num_updates": self.selector.num_updates,
             "trained": dict(self.trained),
+            "trained_by_rank": (self._trained_by_rank(consumed_global_batches) if self.runtime_options.digest_file
+                                else None),
             "ranks": distributed.world_size(),
         }
         if self.worker is not None:
@@ -309,7 +338,7 @@ class AutoAssistRuntime:
                 self.stream.load_state_dict(state["stream"])
                 self.steps = self.selector.steps = int(state["steps"])
                 self.selector.num_updates = int(state.get("num_updates", 0))  # absent before 2026-12-07
-                self.trained = dict(state["trained"])
+                self._restore_trained(state)
                 if self.worker is not None:
                     self.worker.load_state_dict(state["assistant"])
                 if self.loss_table is not None:
@@ -336,8 +365,8 @@ class AutoAssistRuntime:
             return (f"was written with --autoassist-assistant-lag {saved_lag}, not {self.worker.lag} (its snapshots "
                     f"are {saved_lag} steps apart: resume with --autoassist-assistant-lag {saved_lag})")
         saved_ranks = state.get("ranks")  # absent before 2026-12-07
-        consumed = state["stream"].get("consumed_in_epoch", 0)
-        if saved_ranks not in (None, distributed.world_size()) and consumed:
+        consumed, planned = state["stream"].get("consumed_in_epoch", 0), state["stream"].get("planned") or 0
+        if saved_ranks not in (None, distributed.world_size()) and 0 < consumed < planned:
             return (f"was saved in the middle of an epoch ({consumed} global batches in) by {saved_ranks} ranks, and "
                     f"this run has {distributed.world_size()} (fairseq counts a resumed epoch's batches per rank: resume "
                     f"it on {saved_ranks} ranks, or resume from a checkpoint saved at an epoch's end, "

@@ -175,11 +175,15 @@ def trained_digests(digest_file, rank=0):
         return [tuple(line.split("\t")) for line in f.read().splitlines()]
 
 
-def train_and_kill_in_a_selecting_epoch(args):
-    """Runs fairseq-train ``args`` and kills it (SIGKILL) at the first update of epoch 3 or later that follows a
-    checkpoint saved in the same epoch; returns the update of that checkpoint."""
-    process = subprocess.Popen([sys.executable, "-m", "fairseq_cli.train", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+def train_and_kill_in_a_selecting_epoch(args, ranks=1):
+    """Runs fairseq-train ``args`` (on ``ranks`` gloo ranks) and kills it (SIGKILL, every rank) at the first update of
+    epoch 3 or later that follows a checkpoint saved in the same epoch; returns the update of that checkpoint."""
+    commands = [[sys.executable, "-m", "fairseq_cli.train", *args]]
+    if ranks > 1:
+        commands = [commands[0] + distributed_flags(ranks, rank) for rank in range(ranks)]
+    processes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                                  stderr=subprocess.STDOUT, text=True) for rank, command in enumerate(commands)]
+    process = processes[0]
     saved, killed_at = None, None
     try:
         for line in process.stdout:
@@ -188,12 +192,14 @@ def train_and_kill_in_a_selecting_epoch(args):
                 saved = (int(match.group(1)), int(match.group(2)))
             match = re.search(r"train_inner \| epoch (\d+):.*num_updates=(\d+)", line)
             if saved and match and (int(match.group(1)), int(match.group(2))) > saved and int(match.group(1)) == saved[0]:
-                process.send_signal(signal.SIGKILL)
+                for rank_process in processes:
+                    rank_process.send_signal(signal.SIGKILL)
                 killed_at = int(match.group(2))
                 break
     finally:
-        process.kill()
-        process.wait(timeout=60)
+        for rank_process in processes:
+            rank_process.kill()
+            rank_process.wait(timeout=60)
     assert killed_at is not None and process.returncode == -signal.SIGKILL, "the run ended before a kill in epoch 3"
     return saved[1]
 
@@ -304,12 +310,13 @@ def test_an_assistant_failing_on_the_first_rank_stops_every_rank_at_once_with_on
     timeout, minutes). Under fairseq's spawn its first process reports the failing rank's line."""
     args = train_args(prepared_data, tmp_path / "ranks", *(["--autoassist-sync"] if worker == "sync" else []),
                       max_epoch=4, max_tokens=300, default_workers=True)
-    command = [sys.executable, "-m", "tests.patched_assistant_train", "broken-on-first-rank", *args,
-               "--distributed-backend", "gloo", "--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}",
-               "--distributed-world-size", "2", "--ddp-backend", "legacy_ddp"]
-    ranks = [command + ["--distributed-no-spawn", "--distributed-rank", str(rank)] for rank in (0, 1)]
+    command = [sys.executable, "-m", "tests.patched_assistant_train", "broken-on-first-rank", *args]
+    if launcher == "no-spawn":
+        commands = [command + distributed_flags(2, rank) for rank in (0, 1)]
+    else:
+        commands = [command + distributed_flags(2)]
     processes = [subprocess.Popen(rank_command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for rank_command in (ranks if launcher == "no-spawn" else [command])]
+                 for rank_command in commands]
     started = time.monotonic()
     outputs = [process.communicate(timeout=300)[0] for process in processes]
     assert time.monotonic() - started < 120, "a rank did not stop within a minute of the failure"
@@ -508,6 +515,53 @@ def _free_port():
         return s.getsockname()[1]
 
 
+_RANKS_PORT = {}
+
+
+def distributed_flags(ranks, rank=None):
+    """fairseq-train's flags for rank ``rank`` of ``ranks`` gloo ranks on this machine, one process each (the ranks
+    of one launch share a port: ask for rank 0 first); ``rank=None``: one process that spawns them (fairseq's own
+    launcher)."""
+    if not rank:
+        _RANKS_PORT[ranks] = _free_port()
+    flags = ["--distributed-backend", "gloo", "--distributed-init-method", f"tcp://127.0.0.1:{_RANKS_PORT[ranks]}",
+             "--distributed-world-size", str(ranks), "--ddp-backend", "legacy_ddp"]
+    return flags if rank is None else flags + ["--distributed-no-spawn", "--distributed-rank", str(rank)]
+
+
+def train_on_ranks(args, ranks=2):
+    """fairseq-train ``args`` on ``ranks`` gloo ranks; returns each rank's output (every rank must exit 0)."""
+    processes = [subprocess.Popen([sys.executable, "-m", "fairseq_cli.train", *args, *distributed_flags(ranks, rank)],
+                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for rank in range(ranks)]
+    outputs = [process.communicate(timeout=600)[0] for process in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output[-3000:]
+    return outputs
+
+
+def test_two_ranks_killed_mid_epoch_resume_exactly_on_every_rank(prepared_data, tmp_path):
+    """Only the first rank saves checkpoints; every rank's selection digest and trained batches must still continue
+    exactly after a SIGKILL of both in a selecting epoch (before 2026-12-07 the second rank chained its record onto
+    the first rank's and the selection digest restarted)."""
+    def args(name):
+        return train_args(prepared_data, tmp_path / name, "--save-interval-updates", "3", "--autoassist-refresh-updates",
+                          "1", "--autoassist-digest-file", str(tmp_path / f"{name}.digest"), max_epoch=4,
+                          max_tokens=300, default_workers=True)
+
+    train_on_ranks(args("reference"))
+    train_and_kill_in_a_selecting_epoch(args("killed"), ranks=2)
+    resumed = train_on_ranks(args("killed"))
+    assert "restored Assistant and selection state" in resumed[0]
+    for rank in (0, 1):
+        reference = trained_digests(tmp_path / "reference.digest", rank)
+        assert [epoch for epoch, _, _ in reference] == ["1", "2", "3", "4"]
+        assert trained_digests(tmp_path / "killed.digest", rank) == reference
+        with open(tmp_path / f"reference.digest.rank{rank}") as f, open(tmp_path / f"killed.digest.rank{rank}") as g:
+            # The killed run wrote epochs 1 and 2 before the kill, the resumed one epochs 3 and 4.
+            assert g.read() == f.read()
+
+
 @pytest.mark.parametrize("policy, update_freq", [("assistant", 1), ("assistant", 2), ("released", 1)])
 def test_two_cpu_ranks_with_uneven_shards_train_to_the_end_select_identically_and_resume_on_one(
         prepared_data, tmp_path, policy, update_freq):
@@ -517,19 +571,7 @@ def test_two_cpu_ranks_with_uneven_shards_train_to_the_end_select_identically_an
     save_dir, digest = tmp_path / "ranks", tmp_path / "digest"
     args = train_args(prepared_data, save_dir, "--update-freq", str(update_freq), "--autoassist-digest-file",
                       str(digest), policy=policy, max_epoch=4, max_tokens=300, default_workers=True)
-    distributed_flags = [
-        "--distributed-backend", "gloo", "--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}",
-        "--distributed-world-size", "2", "--distributed-no-spawn", "--ddp-backend", "legacy_ddp",
-    ]
-    ranks = [
-        subprocess.Popen([sys.executable, "-m", "fairseq_cli.train", *args, *distributed_flags,
-                          "--distributed-rank", str(rank)],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for rank in (0, 1)
-    ]
-    outputs = [process.communicate(timeout=600)[0] for process in ranks]
-    for process, output in zip(ranks, outputs):
-        assert process.returncode == 0, output[-3000:]
+    outputs = train_on_ranks(args)
     digests = [open(f"{digest}.rank{rank}").read().splitlines() for rank in (0, 1)]
     assert len(digests[0]) == 4 and digests[0] == digests[1]
     batches = [int(line.split("\t")[1]) for line in digests[0]]

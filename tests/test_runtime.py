@@ -250,6 +250,7 @@ def test_a_mid_epoch_checkpoint_of_another_rank_count_is_refused_naming_how_to_r
     with pytest.raises(AutoAssistConfigError, match=r"in the middle of an epoch \(1 global batches in\) by 2 ranks, "
                                                     r"and this run has 1 .*resume it on 2 ranks.*--restore-file"):
         make_runtime().load_state_dict(mid_epoch)
-    at_an_epochs_end = saved.state_dict(consumed_global_batches=0)
-    at_an_epochs_end["ranks"] = 2
-    make_runtime().load_state_dict(at_an_epochs_end)
+    for consumed in (0, saved.stream.planned, saved.stream.planned + 1):  # an epoch's end, padded with dummy batches
+        at_an_epochs_end = saved.state_dict(consumed_global_batches=consumed)
+        at_an_epochs_end["ranks"] = 2
+        make_runtime().load_state_dict(at_an_epochs_end)

@@ -41,6 +41,12 @@ logger = logging.getLogger(__name__)
 _EMPTY_CARRY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
 
 
+def chain_digest(digest, batch):
+    """``digest`` (a hex SHA-1, "" to begin) chained with one more batch's pair ids: a chain saved in a checkpoint
+    continues exactly where it stopped."""
+    return hashlib.sha1(digest.encode() + np.ascontiguousarray(batch, dtype=np.int64).tobytes()).hexdigest()
+
+
 class ShrinkingBatchStream:
     """
     Args:
@@ -90,7 +96,7 @@ class ShrinkingBatchStream:
         self.on_epoch_complete = on_epoch_complete
         self.min_batches_per_epoch = max(1, int(min_batches_per_epoch))
         self.flagged = flagged
-        self._epoch_digest = hashlib.sha1()
+        self._epoch_digest = self._digest_before_list = ""
         self._permutations = {}
         self.visiting_order = visiting_order
 
@@ -153,7 +159,7 @@ class ShrinkingBatchStream:
         self.epoch = epoch
         self._yielded_this_epoch = []
         self._yielded_before_list = 0
-        self._epoch_digest = hashlib.sha1()
+        self._epoch_digest = self._digest_before_list = ""
         self.previous_epoch_stats = self.epoch_stats
         self.epoch_stats = EpochSelectionStats()
         total, carry = len(self.pending), self.carry
@@ -184,16 +190,28 @@ class ShrinkingBatchStream:
                 self.pending.extend(batches)
                 empty_chunks += 1
             batch, keep_prob = self.pending.popleft()
-            self._yielded_this_epoch.append((batch, keep_prob))
-            self._epoch_digest.update(batch.tobytes())
+            self._epoch_digest = chain_digest(self._epoch_digest, batch)
+            self._yielded_this_epoch.append((batch, keep_prob, self._epoch_digest))
             if self.on_epoch_complete is not None and position == planned - 1:
-                self.on_epoch_complete(epoch, planned, self._epoch_digest.hexdigest())
+                self.on_epoch_complete(epoch, planned, self._epoch_digest)
             yield batch, keep_prob
 
     def _flagged_counts(self, indices, kept):
         if self.flagged is None:
             return 0, 0
         return int(np.count_nonzero(self.flagged[indices])), int(np.count_nonzero(self.flagged[kept]))
+
+    def consumed_batches(self, consumed_in_epoch):
+        """``(position in the epoch, batch)`` of the batches handed out since the epoch began or the stream was
+        restored, up to ``consumed_in_epoch`` batches of the epoch."""
+        start = self._yielded_before_list
+        consumed = self._yielded_this_epoch[: consumed_in_epoch - start]
+        return [(start + i, batch) for i, (batch, _, _) in enumerate(consumed)]
+
+    @property
+    def restored_at(self):
+        """The position in the epoch where the list of ``consumed_batches`` starts (0 unless restored mid-epoch)."""
+        return self._yielded_before_list
 
     # ------------------------------------------------------------------ state
     @property
@@ -203,8 +221,10 @@ class ShrinkingBatchStream:
 
     def state_dict(self, consumed_in_epoch):
         """The stream at the point where ``consumed_in_epoch`` batches were trained on."""
-        unconsumed = self._yielded_this_epoch[consumed_in_epoch - self._yielded_before_list :]
-        pending = list(unconsumed) + list(self.pending)
+        # The last step of an epoch of fewer batches than ranks x steps gave some ranks a dummy batch: no position.
+        consumed_since = min(consumed_in_epoch - self._yielded_before_list, len(self._yielded_this_epoch))
+        unconsumed = [(batch, keep_prob) for batch, keep_prob, _ in self._yielded_this_epoch[consumed_since:]]
+        pending = unconsumed + list(self.pending)
         return {
             "epoch": self.epoch,
             "planned": self.planned,
@@ -216,6 +236,9 @@ class ShrinkingBatchStream:
             "carry_keep_prob": self.carry[1].tolist(),
             "chunk_pairs": self.chunk_pairs,
             "consumed_in_epoch": consumed_in_epoch,
+            # The selection digest of the epoch's batches up to that point, which a resumed run continues.
+            "epoch_digest": self._yielded_this_epoch[consumed_since - 1][2] if consumed_since > 0
+            else self._digest_before_list,
             "epoch_stats": self.epoch_stats.state_dict(),
         }
 
@@ -242,6 +265,7 @@ class ShrinkingBatchStream:
         self._yielded_this_epoch = []
         # Batches yielded after the restore are listed from this position of the epoch on.
         self._yielded_before_list = int(state.get("consumed_in_epoch", 0))
+        self._epoch_digest = self._digest_before_list = state.get("epoch_digest", "")  # absent before 2026-12-07
         self.epoch_stats = EpochSelectionStats(**(state.get("epoch_stats") or {}))
 
 

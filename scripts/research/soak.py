@@ -2,8 +2,8 @@
 """Is a long run's memory flat? Host memory and checkpoint size over many updates, AutoAssist beside the stock task.
 
     python scripts/research/soak.py --out docs/results/soak                       # 10,000 updates, 40k vocabulary
-    python scripts/research/soak.py --out /tmp/soak --updates 400 --vocab 2000 --pairs 1000 --ranks 1 \
-        --sample-every 100                                                          # the test suite's short version
+    python scripts/research/soak.py --out /tmp/soak --updates 300 --pairs 3000 --ranks 2 --arms assistant \
+        --sample-every 50 --max-tokens 512                                          # the test suite's short version
 
 A synthetic corpus over ``--vocab`` words (every word in the training set, so the dictionary has that many entries
 and the Assistant that many weights per row) is binarized with fairseq-preprocess; the tiny Transformer then trains
@@ -98,9 +98,9 @@ def snapshots_in(checkpoint):
     return len((task_state.get("assistant") or {}).get("snapshots", {}))
 
 
-def soak_run(data, save_dir, arm, ranks, updates, sample_every):
+def soak_run(data, save_dir, arm, ranks, updates, sample_every, max_tokens=64):
     """Trains ``arm`` for ``updates`` updates on ``ranks`` gloo ranks and returns its readings."""
-    args = recipe(data, save_dir, ARMS[arm], arch="tiny", max_epoch=0, max_update=updates, max_tokens=64,
+    args = recipe(data, save_dir, ARMS[arm], arch="tiny", max_epoch=0, max_update=updates, max_tokens=max_tokens,
                   log_interval=sample_every, eval_bleu=False, cpu=True)
     args += ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
              "--decoder-ffn-embed-dim", "32","--save-interval-updates", str(sample_every), "--keep-interval-updates", "1",
@@ -196,6 +196,7 @@ def main(argv=None):
     parser.add_argument("--pairs", type=int, default=8000)
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--sample-every", type=int, default=500, help="updates between readings and checkpoints")
+    parser.add_argument("--max-tokens", type=int, default=64, help="tokens a batch (more: a shorter first epoch)")
     parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), default=list(ARMS))
     parser.add_argument("--work", help="folder for the corpus and the runs (default: a temporary one)")
     args = parser.parse_args(argv)
@@ -207,13 +208,14 @@ def main(argv=None):
     for ranks in args.ranks:
         for arm in args.arms:
             logger.info("training %s on %d rank(s) for %d updates", arm, ranks, args.updates)
-            run = soak_run(data, os.path.join(work, f"{arm}-{ranks}"), arm, ranks, args.updates, args.sample_every)
+            run = soak_run(data, os.path.join(work, f"{arm}-{ranks}"), arm, ranks, args.updates, args.sample_every,
+                           args.max_tokens)
             run.update(verdict(run))
             runs.append(run)
             logger.info("%s on %d rank(s): memory %+.1f%%, checkpoint %+.1f%%, at most %d snapshots", arm, ranks,
                         100 * run["memory_growth"], 100 * run["checkpoint_growth"], run["most_snapshots"])
     record = {"command": "python scripts/research/soak.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "updates": args.updates, "vocab": args.vocab, "pairs": args.pairs, "growth_limit": GROWTH_LIMIT,
+              "updates": args.updates, "max_tokens": args.max_tokens, "vocab": args.vocab, "pairs": args.pairs, "growth_limit": GROWTH_LIMIT,
               "max_snapshots": MAX_SNAPSHOTS, "runs": runs}
     write_atomically(os.path.join(args.out, "soak.json"), json.dumps(record, indent=1) + "\n")
     rows = ["| arm | ranks | resident memory after the first epoch (MB, rank 0) | growth | checkpoint (MB) | growth "
