@@ -183,8 +183,8 @@ class AutoAssistRuntime:
 
     def record_trained_batch(self, epoch, ids):
         """With --autoassist-digest-file: chains ``ids`` (a batch this rank trains on in ``epoch``) into the epoch's
-        digest, kept in checkpoints for every rank, and appends the previous epoch's to ``FILE.trained.rankR`` when an epoch starts:
-        a resumed run writes the uninterrupted run's lines exactly when it trains the same batches."""
+        digest, kept in checkpoints for every rank, and appends the previous epoch's to ``FILE.trained.rankR`` when an
+        epoch starts: a resumed run writes the uninterrupted run's lines exactly when it trains the same batches."""
         if not self.runtime_options.digest_file:
             return
         if epoch != self.trained["epoch"]:
@@ -368,7 +368,7 @@ class AutoAssistRuntime:
         consumed, planned = state["stream"].get("consumed_in_epoch", 0), state["stream"].get("planned") or 0
         if saved_ranks not in (None, distributed.world_size()) and 0 < consumed < planned:
             return (f"was saved in the middle of an epoch ({consumed} global batches in) by {saved_ranks} ranks, and "
-                    f"this run has {distributed.world_size()} (fairseq counts a resumed epoch's batches per rank: resume "
-                    f"it on {saved_ranks} ranks, or resume from a checkpoint saved at an epoch's end, "
+                    f"this run has {distributed.world_size()} (fairseq counts a resumed epoch's batches per rank: "
+                    f"resume it on {saved_ranks} ranks, or resume from a checkpoint saved at an epoch's end, "
                     "--restore-file checkpointN.pt, on any number)")
         return None
