@@ -105,9 +105,8 @@ def noisy_copy(path, src, tgt, options):
     labels = np.array([noise.get(i, "clean") for i in range(len(source))])
     kept, removed, scores, seconds = run_cleaning(source, target, src, tgt, options)
     clean = labels == "clean"
-    corrupted_kept = {kind: int(np.sum(kept & (labels == kind))) for kind in KINDS if kind != "duplicate"}
-    # A listed duplicate kept without its twin is no longer a duplicate.
-    corrupted_kept["duplicate"] = int(np.sum(kept & (labels == "duplicate"))) if not options.duplicates else 0
+    kinds = corruption_kinds(labels)
+    corrupted_kept = corrupted_kept_by_kind(labels, kept, options.duplicates)
     result = {
         "pairs": len(source), "corrupted": int(np.sum(~clean)), "clean": int(np.sum(clean)),
         "corrupted_kept": sum(corrupted_kept.values()) / max(int(np.sum(~clean)), 1),
@@ -115,11 +114,27 @@ def noisy_copy(path, src, tgt, options):
         "corrupted_kept_by_kind": corrupted_kept,
         "removed": {name: dict(collections.Counter(labels[at].tolist())) for name, at in removed.items() if at},
         "auc_clean_above_kind": {name: {kind: score_auc(getattr(scores, name), clean, labels == kind)
-                                        for kind in KINDS} for name in SCORES},
+                                        for kind in kinds} for name in SCORES},
         "seconds_per_million": per_million(seconds, len(source)),
     }
     result["alignment_sweep"] = alignment_sweep(scores.alignment, labels, removed)
     return result
+
+
+def corruption_kinds(labels):
+    """Every kind of corruption ``noise.tsv`` names, whatever its name: this generator's ``KINDS`` first, then any
+    other (a copy made elsewhere), so that no corrupted pair counts as removed for want of a known name."""
+    present = set(labels.tolist()) - {"clean"}
+    return [kind for kind in KINDS if kind in present] + sorted(present - set(KINDS))
+
+
+def corrupted_kept_by_kind(labels, kept, duplicates_removed):
+    """Per kind of corruption, whatever its name, the pairs the cleaner kept (``kept``: a mask). A listed duplicate
+    that the duplicate filter let stay kept its twin out, so it is no longer a duplicate."""
+    by_kind = {kind: int(np.sum(kept & (labels == kind))) for kind in corruption_kinds(labels)}
+    if "duplicate" in by_kind and duplicates_removed:
+        by_kind["duplicate"] = 0
+    return by_kind
 
 
 def score_auc(values, good, bad):
@@ -205,18 +220,20 @@ def markdown(result):
     lines = ["# What `--clean` removes (scripts/research/cleaning_report.py)", "",
              f"Options: `{result['options']}`", ""]
     if result.get("noisy"):
+        seen = {kind for c in result["noisy"].values() for kind in c["corrupted_kept_by_kind"]}
+        kinds = [kind for kind in KINDS if kind in seen] + sorted(seen - set(KINDS))
         lines += ["## Noisy copies (the first is the development copy)", "",
-                  "| copy | corrupted kept | clean kept | " + " | ".join(f"{k} kept" for k in KINDS) + " |",
-                  "|---|---|---|" + "---|" * len(KINDS)]
+                  "| copy | corrupted kept | clean kept | " + " | ".join(f"{k} kept" for k in kinds) + " |",
+                  "|---|---|---|" + "---|" * len(kinds)]
         for name, c in result["noisy"].items():
             lines.append(f"| {name} | {c['corrupted_kept']:.3f} | {c['clean_kept']:.3f} | " +
-                         " | ".join(str(c["corrupted_kept_by_kind"][k]) for k in KINDS) + " |")
+                         " | ".join(str(c["corrupted_kept_by_kind"].get(k, "-")) for k in kinds) + " |")
         lines += ["", "AUC of clean pairs scoring better than each kind (over the pairs the filter saw):", "",
-                  "| copy | score | " + " | ".join(KINDS) + " |", "|---|---|" + "---|" * len(KINDS)]
+                  "| copy | score | " + " | ".join(kinds) + " |", "|---|---|" + "---|" * len(kinds)]
         for name, c in result["noisy"].items():
             for score, row in c["auc_clean_above_kind"].items():
-                lines.append(f"| {name} | {score} | " + " | ".join("-" if row[k] is None else f"{row[k]:.3f}"
-                                                                    for k in KINDS) + " |")
+                lines.append(f"| {name} | {score} | " + " | ".join("-" if row.get(k) is None else f"{row[k]:.3f}"
+                                                                    for k in kinds) + " |")
         first = next(iter(result["noisy"].values()))
         lines += ["", "The alignment threshold on the development copy:", "",
                   "| alignment_like_random | corrupted kept | clean kept |", "|---|---|---|"]
