@@ -12,7 +12,6 @@ batches and train the same Assistant.
 """
 
 import functools
-import hashlib
 import logging
 import time
 
