@@ -175,9 +175,9 @@ def trained_digests(digest_file, rank=0):
         return [tuple(line.split("\t")) for line in f.read().splitlines()]
 
 
-def train_and_kill_in_a_selecting_epoch(args, ranks=1):
+def train_and_kill_in_a_selecting_epoch(args, ranks=1, epoch=3):
     """Runs fairseq-train ``args`` (on ``ranks`` gloo ranks) and kills it (SIGKILL, every rank) at the first update of
-    epoch 3 or later that follows a checkpoint saved in the same epoch; returns the update of that checkpoint."""
+    ``epoch`` or later that follows a checkpoint saved in the same epoch; returns the update of that checkpoint."""
     commands = [[sys.executable, "-m", "fairseq_cli.train", *args]]
     if ranks > 1:
         commands = [commands[0] + distributed_flags(ranks, rank) for rank in range(ranks)]
@@ -188,7 +188,7 @@ def train_and_kill_in_a_selecting_epoch(args, ranks=1):
     try:
         for line in process.stdout:
             match = re.search(r"Saved checkpoint \S+checkpoint_(\d+)_(\d+)\.pt", line)
-            if match and int(match.group(1)) >= 3:
+            if match and int(match.group(1)) >= epoch:
                 saved = (int(match.group(1)), int(match.group(2)))
             match = re.search(r"train_inner \| epoch (\d+):.*num_updates=(\d+)", line)
             if saved and match and (int(match.group(1)), int(match.group(2))) > saved and int(match.group(1)) == saved[0]:
@@ -200,7 +200,7 @@ def train_and_kill_in_a_selecting_epoch(args, ranks=1):
         for rank_process in processes:
             rank_process.kill()
             rank_process.wait(timeout=60)
-    assert killed_at is not None and process.returncode == -signal.SIGKILL, "the run ended before a kill in epoch 3"
+    assert killed_at is not None and process.returncode == -signal.SIGKILL, f"the run ended before a kill in epoch {epoch}"
     return saved[1]
 
 
@@ -262,8 +262,8 @@ RESUMABLE = [([policy], policy) for policy in POLICIES if policy != "none"] + [
 def test_every_policy_resumes_exactly_after_a_kill_mid_epoch_and_one_after_an_epochs_checkpoint(
         prepared_data, tmp_path, policy_args):
     """Default settings (background worker, fairseq's data loader worker), selection at every update, paced by
-    updates (--max-update 110: the fourth epoch ends near it, annealing starts in the second or third): the run is
-    killed in a selecting epoch after a mid-epoch checkpoint, resumed, killed again right after the end-of-epoch
+    updates (--max-update 80: the third epoch ends near it, annealing starts in the second): the run is killed in the
+    second epoch (the first that selects) after a mid-epoch checkpoint, resumed, killed again right after that epoch's
     checkpoint, and resumed to the end; it must train exactly the uninterrupted run's batches."""
     policy, *extra = policy_args
     if policy == "reducible":  # a reference model's scores, one per training pair of the synthetic corpus
@@ -273,13 +273,13 @@ def test_every_policy_resumes_exactly_after_a_kill_mid_epoch_and_one_after_an_ep
     def args(name):
         return train_args(prepared_data, tmp_path / name, "--save-interval-updates", "3", "--autoassist-refresh-updates",
                           "1", "--autoassist-digest-file", str(tmp_path / f"{name}.digest"), *extra, policy=policy,
-                          max_epoch=4, max_update=110, default_workers=True)
+                          max_epoch=3, max_update=80, default_workers=True)
 
     run_script("-m", "fairseq_cli.train", *args("reference"))
     reference = trained_digests(tmp_path / "reference.digest")
-    assert [epoch for epoch, _, _ in reference] == ["1", "2", "3", "4"], reference
-    train_and_kill_in_a_selecting_epoch(args("killed"))
-    train_and_kill_after_an_epochs_checkpoint(args("killed"), epoch=3)
+    assert [epoch for epoch, _, _ in reference] == ["1", "2", "3"], reference
+    train_and_kill_in_a_selecting_epoch(args("killed"), epoch=2)
+    train_and_kill_after_an_epochs_checkpoint(args("killed"), epoch=2)
     resumed = run_script("-m", "fairseq_cli.train", *args("killed")).stdout
     assert "restored Assistant and selection state" in resumed
     assert trained_digests(tmp_path / "killed.digest") == reference
