@@ -196,6 +196,35 @@ def write_figure(runs, path):
     fig.savefig(path, dpi=110)
 
 
+def _span(values, form):
+    """"first -> last" of ``values``, "-" for none (a run too short to read any after its first epoch)."""
+    return f"{values[0]:{form}} -> {values[-1]:{form}}" if values else "-"
+
+
+def write_outputs(args, command, runs):
+    """OUT/soak.json, OUT/soak.md and OUT/soak.png of the runs so far."""
+    record = {"command": command, "updates": args.updates, "max_tokens": args.max_tokens, "vocab": args.vocab,
+              "pairs": args.pairs, "growth_limit": GROWTH_LIMIT, "max_snapshots": MAX_SNAPSHOTS, "runs": runs}
+    write_atomically(os.path.join(args.out, "soak.json"), json.dumps(record, indent=1) + "\n")
+    rows = ["| arm | ranks | resident memory (MB, rank 0) | from update | growth (largest rank) | checkpoint (MB) | "
+            "growth | most snapshots | flat |", "|---|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        memory = [mb for u, mb in zip(run["memory_updates"], run["resident_mb"][0])
+                  if run["memory_from_update"] is not None and u >= run["memory_from_update"]]
+        checkpoint = [mb for u, mb in zip(run["checkpoint_updates"], run["checkpoint_mb"])
+                      if u > (run["first_epoch_updates"] or 0)]
+        rows.append(f"| {run['arm']} | {run['ranks']} | {_span(memory, '.0f')} | {run['memory_from_update']} | "
+                    f"{100 * run['memory_growth']:+.1f}% | {_span(checkpoint, '.1f')} | "
+                    f"{100 * run['checkpoint_growth']:+.1f}% | {run['most_snapshots']} | "
+                    f"{'yes' if run['flat'] else 'no'} |")
+    write_atomically(os.path.join(args.out, "soak.md"),
+                     f"# Soak: {args.updates} updates, {args.vocab}-word vocabulary\n\n`{command}`\n\n"
+                     + "\n".join(rows) + "\n\nGrowth: the last reading over the first after the first epoch "
+                     "(memory: from the first reading after the first checkpoint saved after it; the largest over "
+                     "the ranks).\n")
+    write_figure(runs, os.path.join(args.out, "soak.png"))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="folder for soak.json, soak.md and soak.png")
@@ -214,6 +243,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     work = args.work or tempfile.mkdtemp(prefix="soak-")
     data = prepare(work, args.vocab, args.pairs)
+    command = "python scripts/research/soak.py " + " ".join(argv if argv is not None else sys.argv[1:])
     runs = []
     for ranks in args.ranks:
         for arm in args.arms:
@@ -224,28 +254,8 @@ def main(argv=None):
             runs.append(run)
             logger.info("%s on %d rank(s): memory %+.1f%%, checkpoint %+.1f%%, at most %d snapshots", arm, ranks,
                         100 * run["memory_growth"], 100 * run["checkpoint_growth"], run["most_snapshots"])
-    record = {"command": "python scripts/research/soak.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "updates": args.updates, "max_tokens": args.max_tokens, "vocab": args.vocab, "pairs": args.pairs,
-              "growth_limit": GROWTH_LIMIT,
-              "max_snapshots": MAX_SNAPSHOTS, "runs": runs}
-    write_atomically(os.path.join(args.out, "soak.json"), json.dumps(record, indent=1) + "\n")
-    rows = ["| arm | ranks | resident memory (MB, rank 0) | from update | growth (largest rank) | checkpoint (MB) | "
-            "growth | most snapshots | flat |", "|---|---|---|---|---|---|---|---|---|"]
-    for run in runs:
-        memory = [mb for u, mb in zip(run["memory_updates"], run["resident_mb"][0]) if u >= run["memory_from_update"]]
-        checkpoint = [mb for u, mb in zip(run["checkpoint_updates"], run["checkpoint_mb"])
-                      if u > (run["first_epoch_updates"] or 0)]
-        rows.append(f"| {run['arm']} | {run['ranks']} | {memory[0]:.0f} -> {memory[-1]:.0f} | "
-                    f"{run['memory_from_update']} | "
-                    f"{100 * run['memory_growth']:+.1f}% | {checkpoint[0]:.1f} -> {checkpoint[-1]:.1f} | "
-                    f"{100 * run['checkpoint_growth']:+.1f}% | "
-                    f"{run['most_snapshots']} | {'yes' if run['flat'] else 'no'} |")
-    write_atomically(os.path.join(args.out, "soak.md"),
-                     f"# Soak: {args.updates} updates, {args.vocab}-word vocabulary\n\n`{record['command']}`\n\n"
-                     + "\n".join(rows) + "\n\nGrowth: the last reading over the first after the first epoch "
-                     "(memory: from the first reading after the first checkpoint saved after it; the largest over "
-                     "the ranks).\n")
-    write_figure(runs, os.path.join(args.out, "soak.png"))
+            # After every run, so that a soak stopped early keeps the runs it finished.
+            write_outputs(args, command, runs)
     return 0 if all(run["flat"] for run in runs) else 1
 
 
