@@ -50,3 +50,13 @@ def padded_token_budget_batches(kept, sizes, max_tokens):
     if current:
         batches.append(np.array(current))
     return batches
+
+
+def synthetic_translations(pairs, seed=0):
+    """Pairs of a made-up language pair, word for word with a reordering: ``wortX`` translates as ``wordX``."""
+    rng = np.random.default_rng(seed)
+    letters = [chr(ord("a") + i // 26) + chr(ord("a") + i % 26) for i in range(120)]
+    german = [" ".join(f"wort{letters[w]}" for w in rng.integers(0, 120, size=rng.integers(5, 10)))
+              for _ in range(pairs)]
+    english = [" ".join(reversed(sentence.replace("wort", "word").split())) for sentence in german]
+    return german, english

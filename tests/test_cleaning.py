@@ -10,6 +10,8 @@ from fairseq_autoassist.corpus import cleaning
 from fairseq_autoassist.corpus.cleaning import CleaningOptions, clean, pair_badness
 from fairseq_autoassist.corpus.raw_corpus import PreparationError
 
+from .synthetic import synthetic_translations
+
 CLEAN = ("Ein Hund rennt über die Wiese.", "A dog runs across the meadow.")
 # The filters that need no corpus to learn from; the alignment filter has its own test.
 ONE_PAIR_AT_A_TIME = CleaningOptions(alignment_like_random=0)
@@ -57,16 +59,6 @@ def test_a_filter_switched_off_keeps_what_it_would_remove():
     kept, removed, _ = clean(["Ein Mann fährt Fahrrad."], ["Ein Mann fährt Fahrrad."], "de", "en", options,
                              segment=words)
     assert kept == [0] and not any(removed.values())
-
-
-def synthetic_translations(pairs, seed=0):
-    """Pairs of a made-up language pair, word for word with a reordering: ``wortX`` translates as ``wordX``."""
-    rng = np.random.default_rng(seed)
-    letters = [chr(ord("a") + i // 26) + chr(ord("a") + i % 26) for i in range(120)]
-    german = [" ".join(f"wort{letters[w]}" for w in rng.integers(0, 120, size=rng.integers(5, 10)))
-              for _ in range(pairs)]
-    english = [" ".join(reversed(sentence.replace("wort", "word").split())) for sentence in german]
-    return german, english
 
 
 def test_the_alignment_filter_removes_misaligned_pairs_that_every_other_filter_keeps():

@@ -43,6 +43,22 @@ def test_each_kind_of_noise_is_what_its_name_says(tmp_path):
     assert json.loads((tmp_path / "noisy" / "noise.json").read_text())["seed"] == 3
 
 
+def test_the_kinds_outside_the_default_mix_shuffle_the_target_or_take_the_next_lines():
+    source = [f"satz {i} ist hier" for i in range(200)]
+    target = [f"sentence number {i} is right here" for i in range(200)]
+    noisy_source, noisy_target, noise = corrupt(source, target, 0.3, seed=1,
+                                                proportions={"shuffled": 0.5, "neighbour": 0.5})
+    assert sorted(set(noise.values())) == ["neighbour", "shuffled"]
+    for line, kind in noise.items():
+        assert noisy_source[line] == source[line]
+        if kind == "shuffled":
+            assert noisy_target[line] != target[line]
+            assert sorted(noisy_target[line].split()) == sorted(target[line].split())
+        else:
+            assert noisy_target[line] == target[(line + 1) % 200]
+    assert noisy.parse_kinds("shuffled=0.5,misaligned=0.5") == {"shuffled": 0.5, "misaligned": 0.5}
+
+
 def test_the_noise_is_seeded():
     source = [f"satz {i} ist hier" for i in range(200)]
     target = [f"sentence {i} is here" for i in range(200)]

@@ -25,6 +25,14 @@ Each filter removes the pairs it finds, in this order, and a pair counts for the
   each other (misaligned, truncated). Random pairings calibrate the threshold on each corpus without labels: a
   threshold in standard deviations of the corpus' own scores removes a fixed tail of a clean corpus (5-7% at the
   one that suited the noisy copies) and less than that of a noisy one, whose misaligned pairs widen the spread;
+* ``classifier`` (off by default, ``--clean-classifier``): a pair that a classifier trained without labels, bicleaner's
+  recipe (``classifier.py``: a probabilistic dictionary from eflomal's alignment of trusted pairs, a logistic
+  regression telling them from synthetic corruptions of them), scores below the score that keeps
+  ``classifier_keep`` of held-out trusted pairs. The trusted pairs are ``trusted`` (a parallel corpus the user
+  trusts) or else the pairs the filters above kept; ``classifier_model`` scores with a saved classifier instead.
+  Unlike the filters above it sees web misalignment: on ParaCrawl's pairs judged by people, trained on Tatoeba
+  alone, it ranks valid pairs above misaligned and wrong-language ones at AUC 0.770 (bicleaner: 0.758; the
+  alignment filter's score: 0.59);
 * ``lm`` (off by default): a side whose cross-entropy under a character 6-gram model of its own side of the kept
   pairs (VariKN, OpusFilter's ``CrossEntropyFilter``) lies more than ``lm_above`` robust standard deviations above
   their median.
@@ -47,9 +55,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..option_fields import option, option_fields, value_problem
-from .raw_corpus import PreparationError
+from .classifier import MODEL_FILE, PairClassifier
+from .raw_corpus import PreparationError, find_raw_file, read_parallel
 
-FILTERS = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "alignment", "lm")
+FILTERS = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "alignment", "classifier", "lm")
 ROBUST_SCALE = 1.4826
 # Random pairings aligned beside the corpus: a tenth of its pairs, at least this many (all, for a smaller corpus).
 RANDOM_PAIRINGS = 2000
@@ -81,6 +90,14 @@ class CleaningOptions:
     alignment_like_random: float = option(0.15, "remove pairs whose eflomal word alignment score is no better than "
                                           "that of this share of random pairings of the corpus' own sides (0: off)",
                                           minimum=0, maximum=1)
+    classifier: bool = option(False, "remove pairs that a classifier trained without labels on trusted pairs "
+                              "(bicleaner's recipe) scores below its threshold")
+    classifier_keep: float = option(0.97, "with --clean-classifier, the share of held-out trusted pairs its "
+                                    "threshold keeps", minimum=0, maximum=1, exclude_minimum=True)
+    trusted: str = option("", "with --clean-classifier, the parallel corpus it learns from, PATH.SRC and PATH.TGT "
+                          "(plain or .gz; default: the corpus itself after the filters before it)")
+    classifier_model: str = option("", "with --clean-classifier, score with the classifier saved at this path (the "
+                                   f"{MODEL_FILE} of an earlier preparation) instead of training one")
     lm_above: float = option(0.0, "remove pairs with a side whose character language model cross-entropy lies more "
                              "than this many robust standard deviations above the median (0: off)", minimum=0)
 
@@ -242,23 +259,26 @@ class PairScores:
     """Each filter's score of the pairs it saw, aligned with ``clean``'s input (NaN where a filter did not look at
     a pair): ``length_ratio`` (the pair's ratio of pieces over the corpus' median ratio, or its inverse: at least
     1), ``similarity``, ``language`` (the worse side's margin), ``alignment`` (the share of random pairings that
-    align better) and ``lm`` (robust z of the worse side)."""
+    align better), ``classifier`` (its probability of a translation) and ``lm`` (robust z of the worse side)."""
 
     length_ratio: np.ndarray
     similarity: np.ndarray
     language: np.ndarray
     alignment: np.ndarray
+    classifier: np.ndarray
     lm: np.ndarray
 
     @classmethod
     def empty(cls, pairs):
-        return cls(*(np.full(pairs, np.nan) for _ in range(5)))
+        return cls(*(np.full(pairs, np.nan) for _ in range(6)))
 
 
-def pair_badness(scores, options):
+def pair_badness(scores, options, classifier_threshold=None):
     """One number per pair: its largest filter score over the filter's threshold (each enabled filter that scored
     it); a pair of badness at least 1 is one the filter removes (but one exactly at the length ratio's or language's
-    threshold, which remove above it). Unscored pairs (NaN) count as 0."""
+    threshold, which remove above it; the classifier's score counts as ``(1 - score) / (1 - its threshold)``, and
+    removes below its threshold, so it needs the threshold ``classifier_threshold``). Unscored pairs (NaN) count as 0.
+    """
     parts = [(scores.length_ratio, options.max_length_ratio), (scores.similarity, options.max_similarity),
              (scores.language, options.language_margin if options.language else 0),
              (scores.alignment, options.alignment_like_random), (scores.lm, options.lm_above)]
@@ -266,6 +286,8 @@ def pair_badness(scores, options):
     for values, threshold in parts:
         if threshold > 0:
             badness = np.fmax(badness, np.nan_to_num(values, nan=0.0) / threshold)
+    if options.classifier and classifier_threshold is not None:
+        badness = np.fmax(badness, np.nan_to_num(1 - scores.classifier, nan=0.0) / max(1 - classifier_threshold, 1e-9))
     return badness
 
 
@@ -274,12 +296,14 @@ def needs_pieces(options):
     return options.max_length_ratio > 0 or options.max_pieces > 0 or options.alignment_like_random > 0
 
 
-def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=None, seconds=None):
+def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=None, seconds=None,
+          classifier_path=None):
     """The indices of the pairs every enabled filter keeps, ``{filter: [removed indices]}`` and their ``PairScores``.
 
     ``segment(text) -> [pieces]`` (a sentencepiece model's) measures lengths and feeds the aligner (needed when a
     length filter or the alignment filter is on); ``workdir`` holds the language models (needed when ``lm_above`` >
-    0); ``seconds`` (a dict), where given, receives each filter's seconds.
+    0); ``seconds`` (a dict), where given, receives each filter's seconds; ``classifier_path``, where given, receives
+    the pair classifier that ``options.classifier`` trained (``PairClassifier.load`` reads it).
     """
     if needs_pieces(options) and segment is None:
         raise ValueError("the length and alignment filters need a sentencepiece segmenter")
@@ -299,7 +323,7 @@ def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=Non
                 pieces[side][i] = segment(lines[i])
         return [pieces[side][i] for i in at]
 
-    for name, field, compute in _filters(options, src_lang, tgt_lang, workdir):
+    for name, field, compute in _filters(options, src_lang, tgt_lang, workdir, classifier_path):
         started = time.perf_counter()
         values, removes = compute(source, target, kept, pieces_of)
         if field is not None:
@@ -310,7 +334,7 @@ def clean(source, target, src_lang, tgt_lang, options, segment=None, workdir=Non
     return kept.tolist(), removed, scores
 
 
-def _filters(options, src_lang, tgt_lang, workdir):
+def _filters(options, src_lang, tgt_lang, workdir, classifier_path=None):
     """``(name, PairScores field, compute)`` of each enabled filter, in ``FILTERS`` order."""
     steps = []
     if options.duplicates:
@@ -327,6 +351,8 @@ def _filters(options, src_lang, tgt_lang, workdir):
         steps.append(("language", "language", _language(src_lang, tgt_lang, options.language_margin)))
     if options.alignment_like_random > 0:
         steps.append(("alignment", "alignment", _alignment(options.alignment_like_random)))
+    if options.classifier:
+        steps.append(("classifier", "classifier", _classifier(options, src_lang, tgt_lang, workdir, classifier_path)))
     if options.lm_above > 0:
         steps.append(("lm", "lm", _lm(options.lm_above, workdir)))
     return steps
@@ -396,6 +422,37 @@ def _alignment(like_random):
     return compute
 
 
+def trained_classifier(options, src_lang, tgt_lang, source, target, workdir=None):
+    """The ``PairClassifier`` that ``options`` ask for: loaded from ``classifier_model``, else trained on the
+    ``trusted`` corpus, else on ``source``/``target`` (the pairs the earlier filters kept)."""
+    if options.classifier_model:
+        try:
+            return PairClassifier.load(options.classifier_model)
+        except (OSError, ValueError, EOFError) as error:
+            raise PreparationError(f"--clean-classifier-model {options.classifier_model}: {error}; give the "
+                                   f"{MODEL_FILE} an earlier --clean-classifier preparation saved") from None
+    if options.trusted:
+        source, target = read_parallel(os.path.dirname(options.trusted) or ".", os.path.basename(options.trusted),
+                                       src_lang, tgt_lang)
+    _requires("eflomal", "--clean-classifier off")
+    _requires("sklearn", "--clean-classifier off")
+    try:
+        return PairClassifier.train(source, target, keep_share=options.classifier_keep, workdir=workdir)
+    except ValueError as error:
+        raise PreparationError(f"--clean-classifier: {error}; give more trusted pairs with --clean-trusted") from None
+
+
+def _classifier(options, src_lang, tgt_lang, workdir, classifier_path):
+    def compute(source, target, kept, pieces_of):
+        model = trained_classifier(options, src_lang, tgt_lang, [source[i] for i in kept], [target[i] for i in kept],
+                                   workdir)
+        if classifier_path is not None:
+            model.save(classifier_path)
+        values = model.scores([source[i] for i in kept], [target[i] for i in kept])
+        return values, values < model.threshold
+    return compute
+
+
 def _lm(above, workdir):
     def compute(source, target, kept, pieces_of):
         values = np.fmax(robust_z(lm_cross_entropies([source[i] for i in kept], workdir)),
@@ -425,7 +482,10 @@ def add_arguments(parser):
                         "first (fairseq_autoassist/corpus/cleaning.py); prepare.json reports what each removed")
     for f in option_fields(CleaningOptions):
         name = f.name
-        if f.type is bool:
+        if f.type is bool and not f.default:
+            parser.add_argument(f"--clean-{name.replace('_', '-')}", dest=f"clean_{name}", action="store_true",
+                                help=f"with --clean, {f.metadata['help']}")
+        elif f.type is bool:
             parser.add_argument(f"--no-clean-{name.replace('_', '-')}", dest=f"clean_{name}", action="store_false",
                                 help=f"with --clean, do not {f.metadata['help']}")
         else:
@@ -442,4 +502,16 @@ def options_from(args):
         problem = value_problem(getattr(options, f.name), f.metadata)
         if problem:
             raise PreparationError(f"--clean-{f.name.replace('_', '-')}={getattr(options, f.name)} {problem}")
+    for name in ("trusted", "classifier_model"):
+        if getattr(options, name) and not options.classifier:
+            raise PreparationError(f"--clean-{name.replace('_', '-')} is given without --clean-classifier, which "
+                                   "uses it; add --clean-classifier")
+    if options.classifier_model and not os.path.isfile(options.classifier_model):
+        raise PreparationError(f"--clean-classifier-model {options.classifier_model} does not exist; give the "
+                               f"{MODEL_FILE} an earlier --clean-classifier preparation saved")
+    if options.trusted:
+        for lang in (args.src, args.tgt):
+            if find_raw_file(os.path.dirname(options.trusted) or ".", os.path.basename(options.trusted), lang) is None:
+                raise PreparationError(f"--clean-trusted {options.trusted}: {options.trusted}.{lang}[.gz] is missing; "
+                                       "give the trusted corpus' path without its language suffix")
     return options

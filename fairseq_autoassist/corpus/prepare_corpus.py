@@ -44,6 +44,7 @@ import zipfile
 
 import numpy as np
 
+from .classifier import MODEL_FILE
 from .cleaning import add_arguments as add_cleaning_arguments, clean, needs_pieces, options_from as cleaning_options
 from ..commands import command_parser
 from .detokenize import detokenized
@@ -354,7 +355,7 @@ def clean_pairs(source, target, src, tgt, options, dest, vocab_size, coverage, s
     try:
         with tempfile.TemporaryDirectory(dir=dest) as workdir:
             kept, removed, scores = clean(source, target, src, tgt, options, workdir=workdir, seconds=seconds,
-                                          segment=segment)
+                                          segment=segment, classifier_path=os.path.join(dest, MODEL_FILE))
     finally:
         for suffix in (".model", ".vocab") if model is not None else ():
             os.unlink(os.path.join(dest, "spm-uncleaned" + suffix))

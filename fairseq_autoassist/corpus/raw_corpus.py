@@ -117,6 +117,9 @@ def write_noisy_copy(raw_dir, out, src, tgt, source, target, noise):
 
 
 KINDS = {"misaligned": 0.30, "truncated": 0.20, "duplicate": 0.20, "untranslated": 0.15, "wrong_language": 0.15}
+# Kinds outside the default mix (``--kinds`` adds them): the target's words in random order, and the target of the
+# next line (sentence misalignment as document alignment makes it).
+EXTRA_KINDS = ("shuffled", "neighbour")
 
 
 def kind_counts(num_corrupted, proportions):
@@ -155,6 +158,14 @@ def corrupt(source, target, share, seed, proportions=KINDS):
             noisy_target[line] = source[line]
         elif kind == "wrong_language":
             noisy_target[line] = source[other]
+        elif kind == "shuffled":
+            words = target[line].split()
+            order = rng.permutation(len(words))
+            if len(words) > 1 and (order == np.arange(len(words))).all():
+                order = np.roll(order, 1)
+            noisy_target[line] = " ".join(words[i] for i in order)
+        elif kind == "neighbour":
+            noisy_target[line] = target[(line + 1) % num_pairs]
         else:
-            raise PreparationError(f"unknown noise kind {kind!r}; choose among {', '.join(KINDS)}")
+            raise PreparationError(f"unknown noise kind {kind!r}; choose among {', '.join((*KINDS, *EXTRA_KINDS))}")
     return noisy_source, noisy_target, dict(zip(corrupted.tolist(), kinds.tolist()))

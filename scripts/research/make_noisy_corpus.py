@@ -12,7 +12,12 @@ proportions (``--kinds`` changes them):
 * ``truncated`` (0.20): the target cut to at most half of its words (at least one);
 * ``duplicate`` (0.20): an exact copy of another, clean pair (source and target);
 * ``untranslated`` (0.15): the source copied as the target;
-* ``wrong_language`` (0.15): the target replaced by the source side of another pair.
+* ``wrong_language`` (0.15): the target replaced by the source side of another pair;
+
+and, outside the default mix (give them a share with ``--kinds``):
+
+* ``shuffled``: the target's words in random order;
+* ``neighbour``: the target of the next line (sentence misalignment, as document alignment makes it).
 
 Every other split found (``val``, ``test_2016_flickr``, ...) is copied byte for byte. The choice is
 seeded (``--seed``) and deterministic. Beside the corpus it writes ``noise.tsv`` (``line<TAB>kind`` for
@@ -26,7 +31,7 @@ import logging
 import os
 import sys
 
-from fairseq_autoassist.corpus.raw_corpus import KINDS, corrupt, exit_code, read_parallel, write_noisy_copy
+from fairseq_autoassist.corpus.raw_corpus import EXTRA_KINDS, KINDS, corrupt, exit_code, read_parallel, write_noisy_copy
 
 logger = logging.getLogger("make_noisy_corpus")
 
@@ -48,8 +53,9 @@ def parse_kinds(text):
     proportions = {}
     for item in text.split(","):
         name, _, value = item.partition("=")
-        if name not in KINDS or not value:
-            raise argparse.ArgumentTypeError(f"--kinds takes NAME=SHARE,... with NAME among {', '.join(KINDS)}")
+        if name not in (*KINDS, *EXTRA_KINDS) or not value:
+            raise argparse.ArgumentTypeError(f"--kinds takes NAME=SHARE,... with NAME among "
+                                             f"{', '.join((*KINDS, *EXTRA_KINDS))}")
         proportions[name] = float(value)
     return proportions
 
