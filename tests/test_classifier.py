@@ -1,6 +1,7 @@
 """The label-free pair classifier (fairseq_autoassist/corpus/classifier.py) and its cleaning filter."""
 
 import argparse
+import builtins
 import collections
 
 import numpy as np
@@ -130,3 +131,21 @@ def test_the_classifier_flags_are_refused_without_it_or_without_their_files(tmp_
                                                  str(tmp_path / "missing.pkl")]))
     with pytest.raises(PreparationError, match=r"--clean-classifier-keep=0.0 is outside"):
         cleaning.options_from(parser.parse_args(["--clean", "--clean-classifier", "--clean-classifier-keep", "0"]))
+
+
+def test_a_missing_package_stops_the_classifier_with_the_install_and_the_flag(monkeypatch):
+    real_import = builtins.__import__
+
+    def without_sklearn(name, *args, **kwargs):
+        if name == "sklearn":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_sklearn)
+    german, english = synthetic_translations(40)
+    options = CleaningOptions(language=False, max_length_ratio=0, alignment_like_random=0, classifier=True)
+    with pytest.raises(PreparationError) as error:
+        clean(german, english, "de", "en", options, segment=str.split)
+    message = str(error.value)
+    assert message.startswith("cleaning needs sklearn (pip install 'opusfilter[eflomal,varikn,heliport]'")
+    assert "no --clean-classifier" in message and "\n" not in message

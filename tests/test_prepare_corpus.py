@@ -185,6 +185,24 @@ def test_cleaning_trains_a_model_of_the_uncleaned_pairs_only_for_a_filter_that_c
     assert trained == [str(tmp_path / "spm-uncleaned")] and os.listdir(tmp_path) == []
 
 
+def test_the_classifier_cleaning_saves_its_classifier_beside_the_data(tmp_path):
+    from fairseq_autoassist.corpus.classifier import MODEL_FILE, PairClassifier
+    from fairseq_autoassist.corpus.cleaning import CleaningOptions
+
+    pairs = made_up_pairs(300)
+    source, target = [s for s, _ in pairs], [t for _, t in pairs]
+    options = CleaningOptions(near_duplicates=False, max_length_ratio=0, max_similarity=0, language=False,
+                              alignment_like_random=0, classifier=True)
+    kept, removed, scores, _ = prepare_corpus.clean_pairs(source, target, "xx", "yy", options, str(tmp_path), 60,
+                                                          1.0, 1000)
+    assert os.listdir(tmp_path) == [MODEL_FILE]
+    saved = PairClassifier.load(str(tmp_path / MODEL_FILE))
+    unique = [i for i in range(300) if i not in removed["duplicate"]]
+    np.testing.assert_allclose(scores.classifier[unique], saved.scores([source[i] for i in unique],
+                                                                       [target[i] for i in unique]), rtol=1e-6)
+    assert sorted(kept + removed["classifier"] + removed["duplicate"]) == list(range(300))
+
+
 def test_moses_tokenized_english_reads_as_raw_text():
     from fairseq_autoassist.corpus.detokenize import detokenized
 

@@ -425,6 +425,8 @@ def _alignment(like_random):
 def trained_classifier(options, src_lang, tgt_lang, source, target, workdir=None):
     """The ``PairClassifier`` that ``options`` ask for: loaded from ``classifier_model``, else trained on the
     ``trusted`` corpus, else on ``source``/``target`` (the pairs the earlier filters kept)."""
+    for module in ("sklearn", "rapidfuzz") + (() if options.classifier_model else ("eflomal",)):
+        _requires(module, "no --clean-classifier")
     if options.classifier_model:
         try:
             return PairClassifier.load(options.classifier_model)
@@ -434,8 +436,6 @@ def trained_classifier(options, src_lang, tgt_lang, source, target, workdir=None
     if options.trusted:
         source, target = read_parallel(os.path.dirname(options.trusted) or ".", os.path.basename(options.trusted),
                                        src_lang, tgt_lang)
-    _requires("eflomal", "--clean-classifier off")
-    _requires("sklearn", "--clean-classifier off")
     try:
         return PairClassifier.train(source, target, keep_share=options.classifier_keep, workdir=workdir)
     except ValueError as error:
