@@ -16,6 +16,10 @@ removes of clean corpora (issue 76).
   Multi30K's and Tatoeba's training pairs;
 * seconds per million pairs: training (dictionary, negatives, model) and scoring, on the two cores.
 
+With ``--cleaning-report DIR`` (a ``cleaning_report.py --set classifier=true`` output folder: the whole ``--clean`` with
+the classifier on noisy copies and clean corpora) its worst noisy copy and clean corpus fill ``noisy_corrupted_kept``,
+``noisy_clean_kept`` and ``clean_corpus_removed``.
+
 Writes ``summary.json``, ``report.md`` and ``scores.npz`` (each judged pair's scores and label, so that every AUC can be
 recomputed without rerunning the aligner) to ``--out``.
 """
@@ -162,9 +166,17 @@ def main(argv=None):
     parser.add_argument("--tatoeba", required=True, help="manythings.org's deu-eng.zip")
     parser.add_argument("--multi30k", required=True, help="Multi30K's raw folder (train.de[.gz], train.en[.gz])")
     parser.add_argument("--out", required=True, help="folder of summary.json, report.md and scores.npz")
+    parser.add_argument("--cleaning-report", metavar="DIR",
+                        help="a cleaning_report.py --set classifier=true folder: the whole --clean's figures")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
     result, scores = report(args.paracrawl, args.tatoeba, args.multi30k)
+    if args.cleaning_report:
+        with open(os.path.join(args.cleaning_report, "summary.json")) as f:
+            whole = json.load(f)
+        for key in ("noisy_corrupted_kept", "noisy_clean_kept", "clean_corpus_removed"):
+            result["summary"][key] = whole[key]
+        result["classifier_alone_clean_corpus_removed"] = result.pop("clean_corpus_removed")
     result["command"] = "python scripts/research/classifier_report.py " + " ".join(argv or sys.argv[1:])
     text = markdown(result)
     os.makedirs(args.out, exist_ok=True)
