@@ -17,8 +17,8 @@ removes of clean corpora (issue 76).
 * seconds per million pairs: training (dictionary, negatives, model) and scoring, on the two cores.
 
 With ``--cleaning-report DIR`` (a ``cleaning_report.py --set classifier=true`` output folder: the whole ``--clean`` with
-the classifier on noisy copies and clean corpora) its worst noisy copy and clean corpus fill ``noisy_corrupted_kept``,
-``noisy_clean_kept`` and ``clean_corpus_removed``.
+the classifier on noisy copies and clean corpora) the worst of its noisy copies and clean corpora fill
+``noisy_corrupted_kept``, ``noisy_clean_kept`` and ``clean_corpus_removed``.
 
 Writes ``summary.json``, ``report.md`` and ``scores.npz`` (each judged pair's scores and label, so that every AUC can be
 recomputed without rerunning the aligner) to ``--out``.
@@ -134,6 +134,17 @@ def report(paracrawl_dir, tatoeba_zip, multi30k_dir, keep_shares=KEEP_SHARES, de
     return result, scores
 
 
+def whole_cleaning(folder):
+    """The worst figures of a ``cleaning_report.py`` results.json: the most corrupted pairs kept and the fewest clean
+    ones of any noisy copy, the most removed of any clean corpus."""
+    with open(os.path.join(folder, "results.json")) as f:
+        whole = json.load(f)
+    noisy, clean = whole["noisy"].values(), whole["clean"].values()
+    return {"noisy_corrupted_kept": max(c["corrupted_kept"] for c in noisy),
+            "noisy_clean_kept": min(c["clean_kept"] for c in noisy),
+            "clean_corpus_removed": max(c["removed_share_total"] for c in clean)}
+
+
 def markdown(result):
     s = result["summary"]
     lines = [
@@ -172,10 +183,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
     result, scores = report(args.paracrawl, args.tatoeba, args.multi30k)
     if args.cleaning_report:
-        with open(os.path.join(args.cleaning_report, "summary.json")) as f:
-            whole = json.load(f)
-        for key in ("noisy_corrupted_kept", "noisy_clean_kept", "clean_corpus_removed"):
-            result["summary"][key] = whole[key]
+        result["summary"].update(whole_cleaning(args.cleaning_report))
         result["classifier_alone_clean_corpus_removed"] = result.pop("clean_corpus_removed")
     result["command"] = "python scripts/research/classifier_report.py " + " ".join(argv or sys.argv[1:])
     text = markdown(result)

@@ -36,7 +36,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from fairseq_autoassist.corpus.cleaning import CleaningOptions, pair_badness  # noqa: E402
+from fairseq_autoassist.corpus.cleaning import FILTERS, CleaningOptions, pair_badness  # noqa: E402
 from fairseq_autoassist.corpus.prepare_corpus import (SENTENCEPIECE_SAMPLE, clean_pairs, default_coverage,  # noqa: E402
                                                       read_input)
 from fairseq_autoassist.data.noise_list import read_noise  # noqa: E402
@@ -255,14 +255,13 @@ def markdown(result):
                   "| score | AUC V vs A+L | AUC V vs all others |", "|---|---|---|"]
         lines += [f"| {name} | {row['v_vs_al']:.3f} | {row['v_vs_all']:.3f} |" for name, row in p["auc"].items()]
         lines += ["", "Kept by label: " + ", ".join(f"{k} {v:.2f}" for k, v in p["kept_by_label"].items())]
-    lines += ["", "## Seconds per million pairs, by filter", "", "| corpus | " + " | ".join(
-        ("duplicate", "near_duplicate", "length_ratio", "copy", "language", "alignment", "lm")) + " |",
-        "|---|" + "---|" * 7]
+    timed = [name for name in FILTERS if name != "length"]
+    lines += ["", "## Seconds per million pairs, by filter", "", "| corpus | " + " | ".join(timed) + " |",
+              "|---|" + "---|" * len(timed)]
     for group in ("noisy", "clean"):
         for name, c in result.get(group, {}).items():
             s = c["seconds_per_million"]
-            lines.append(f"| {name} | " + " | ".join(str(s.get(k, "-")) for k in (
-                "duplicate", "near_duplicate", "length_ratio", "copy", "language", "alignment", "lm")) + " |")
+            lines.append(f"| {name} | " + " | ".join(str(s.get(k, "-")) for k in timed) + " |")
     if result.get("timing"):
         t = result["timing"]
         lines += ["", f"A whole run on {t['pairs']:,} pairs of {t['corpus']} (default filters): {t['seconds']} s "
