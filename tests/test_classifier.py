@@ -149,3 +149,39 @@ def test_a_missing_package_stops_the_classifier_with_the_install_and_the_flag(mo
     message = str(error.value)
     assert message.startswith("cleaning needs sklearn (pip install 'opusfilter[eflomal,varikn,heliport]'")
     assert "no --clean-classifier" in message and "\n" not in message
+
+
+def test_the_classifier_report_scores_judged_pairs_and_fills_the_issues_fields(tmp_path):
+    import gzip
+    import json
+    import zipfile
+
+    from scripts.research import classifier_report
+
+    german, english = named_translations(1400, seed=3)
+    with zipfile.ZipFile(tmp_path / "deu-eng.zip", "w") as archive:
+        archive.writestr("deu.txt", "".join(f"{en}\t{de}\tCC-BY\n" for de, en in zip(german[:1000], english[:1000])))
+    (tmp_path / "multi30k").mkdir()
+    (tmp_path / "multi30k" / "train.de").write_text("\n".join(german[1000:1300]) + "\n", encoding="utf-8")
+    (tmp_path / "multi30k" / "train.en").write_text("\n".join(english[1000:1300]) + "\n", encoding="utf-8")
+    judged_german, judged_english = synthetic_translations(100, seed=9)
+    rows = [(en, de, "V") for de, en in zip(judged_german[:60], judged_english[:60])]
+    rows += [(judged_english[99 - i], judged_german[i], "A" if i % 5 else "L") for i in range(60, 100)]
+    (tmp_path / "paracrawl").mkdir()
+    with gzip.open(tmp_path / "paracrawl" / "v6.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"u1\tu2\t{en}\t{de}\t0.5\t{label}\t\t3\n" for en, de, label in rows)
+    result, scores = classifier_report.report(str(tmp_path / "paracrawl"), str(tmp_path / "deu-eng.zip"),
+                                              str(tmp_path / "multi30k"), timing_pairs=2000)
+    summary = result["summary"]
+    assert summary["paracrawl_auc_v_vs_al"] >= 0.95  # made-up translations against re-paired ones
+    assert result["bicleaner"]["auc_v_vs_al"] == 0.5  # every judged pair has bicleaner's score 0.5
+    assert summary["paracrawl_valid_kept"] >= 0.8 and summary["paracrawl_misaligned_kept"] <= 0.2
+    assert set(result["clean_corpus_removed"]) == {"multi30k", "tatoeba"}
+    assert len(scores["tatoeba_classifier"]) == len(scores["labels"]) == 100
+    whole = {"noisy": {"a": {"corrupted_kept": 0.1, "clean_kept": 0.97}, "b": {"corrupted_kept": 0.3, "clean_kept": 0.9}},
+             "clean": {"c": {"removed_share_total": 0.02}, "d": {"removed_share_total": 0.04}}}
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "whole" / "results.json").write_text(json.dumps(whole))
+    assert classifier_report.whole_cleaning(str(tmp_path / "whole")) == {
+        "noisy_corrupted_kept": 0.3, "noisy_clean_kept": 0.9, "clean_corpus_removed": 0.04}
+    assert "| classifier trained on Tatoeba |" in classifier_report.markdown(result)

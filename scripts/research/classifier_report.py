@@ -62,7 +62,8 @@ def judged_figures(scores, labels, threshold):
     misaligned_scores = scores[labels == "A"]
     at_most = np.quantile(misaligned_scores, 1 - MISALIGNED_KEPT_AT_MOST)
     return {"auc_v_vs_al": auc(scores[versus_al], valid[versus_al]), "auc_v_vs_all": auc(scores, valid),
-            "kept": {label: float((scores[labels == label] >= threshold).mean()) for label in LABELS}
+            "kept": {label: float((scores[labels == label] >= threshold).mean()) for label in LABELS
+                     if (labels == label).any()}
             if threshold is not None else None,
             "valid_kept_where_misaligned_kept_at_most_0.25": float((scores[valid] >= at_most).mean())}
 
@@ -73,7 +74,8 @@ def train_timed(source, target, keep_share, seed=0):
     return model, time.perf_counter() - started
 
 
-def report(paracrawl_dir, tatoeba_zip, multi30k_dir, keep_shares=KEEP_SHARES, default_keep=DEFAULT_KEEP):
+def report(paracrawl_dir, tatoeba_zip, multi30k_dir, keep_shares=KEEP_SHARES, default_keep=DEFAULT_KEEP,
+           timing_pairs=1_000_000):
     judged = read_judged_pairs(paracrawl_dir)
     judged_german, judged_english = [row[1] for row in judged], [row[0] for row in judged]
     labels = np.array([row[2] for row in judged])
@@ -112,12 +114,12 @@ def report(paracrawl_dir, tatoeba_zip, multi30k_dir, keep_shares=KEEP_SHARES, de
     result["clean_corpus_removed"] = removed
     result["clean_corpus_removed_by_keep_share"] = removed_by_keep_share
 
-    # Seconds per million: Tatoeba repeated to a million pairs, scored; training as timed above (up to 200,000 pairs).
-    million = 1_000_000
-    repeats = -(-million // len(tatoeba_german))
+    # Seconds per million: Tatoeba repeated to ``timing_pairs`` pairs, scored; training as timed above (up to
+    # 200,000 pairs).
+    repeats = -(-timing_pairs // len(tatoeba_german))
     started = time.perf_counter()
-    model.scores((tatoeba_german * repeats)[:million], (tatoeba_english * repeats)[:million])
-    scoring_seconds = time.perf_counter() - started
+    model.scores((tatoeba_german * repeats)[:timing_pairs], (tatoeba_english * repeats)[:timing_pairs])
+    scoring_seconds = (time.perf_counter() - started) * 1_000_000 / timing_pairs
     result["seconds"] = {"train": train_seconds, "score_million_tatoeba_pairs": scoring_seconds,
                          "score_judged_pairs": judged_seconds, "judged_pairs": len(judged)}
     headline = result["trained_on_tatoeba"]["by_keep_share"][str(default_keep)]
@@ -127,7 +129,7 @@ def report(paracrawl_dir, tatoeba_zip, multi30k_dir, keep_shares=KEEP_SHARES, de
         "clean_corpus_removed": max(removed.values()), "noisy_corrupted_kept": None, "noisy_clean_kept": None,
         "seconds_per_million": train_seconds + scoring_seconds,
         # Web pairs are longer than Tatoeba's: scoring them costs this many times more a pair.
-        "web_pair_cost_over_tatoeba": (judged_seconds / len(judged)) / (scoring_seconds / million),
+        "web_pair_cost_over_tatoeba": (judged_seconds / len(judged)) / (scoring_seconds / 1_000_000),
     }
     scores = {"tatoeba_classifier": tatoeba_scores, "mixture_classifier": mixture_scores, "bicleaner": bicleaner,
               "labels": labels}
@@ -161,7 +163,8 @@ def markdown(result):
     lines += ["", "Kept at the Tatoeba classifier's own threshold (the score that keeps a share of held-out Tatoeba "
               "pairs):", "", "| keep share | " + " | ".join(LABELS) + " |", "|---|" + "---|" * len(LABELS)]
     for share, figures in result["trained_on_tatoeba"]["by_keep_share"].items():
-        lines.append(f"| {share} | " + " | ".join(f"{figures['kept'][label]:.3f}" for label in LABELS) + " |")
+        lines.append(f"| {share} | " + " | ".join(f"{figures['kept'].get(label, float('nan')):.3f}" for label in LABELS)
+                     + " |")
     lines += ["", "Removed of clean corpora (trained on each itself), by keep share: " + "; ".join(
         f"{name} " + ", ".join(f"{share} {removed:.1%}" for share, removed in by_share.items())
         for name, by_share in result["clean_corpus_removed_by_keep_share"].items()), "",
