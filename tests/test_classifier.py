@@ -170,8 +170,12 @@ def test_the_classifier_report_scores_judged_pairs_and_fills_the_issues_fields(t
     (tmp_path / "paracrawl").mkdir()
     with gzip.open(tmp_path / "paracrawl" / "v6.tsv.gz", "wt", encoding="utf-8") as f:
         f.writelines(f"u1\tu2\t{en}\t{de}\t0.5\t{label}\t\t3\n" for en, de, label in rows)
+    (tmp_path / "news.de").write_text("\n".join(judged_german[:60]) + "\n", encoding="utf-8")
+    (tmp_path / "news.en").write_text("\n".join(judged_english[:60]) + "\n", encoding="utf-8")
     result, scores = classifier_report.report(str(tmp_path / "paracrawl"), str(tmp_path / "deu-eng.zip"),
-                                              str(tmp_path / "multi30k"), timing_pairs=2000)
+                                              str(tmp_path / "multi30k"), timing_pairs=2000,
+                                              professional=str(tmp_path / "news"))
+    assert result["professional_removed_by_tatoeba_classifier"]["by_keep_share"]["0.97"] <= 0.2
     summary = result["summary"]
     assert summary["paracrawl_auc_v_vs_al"] >= 0.95  # made-up translations against re-paired ones
     assert result["bicleaner"]["auc_v_vs_al"] == 0.5  # every judged pair has bicleaner's score 0.5
@@ -184,4 +188,5 @@ def test_the_classifier_report_scores_judged_pairs_and_fills_the_issues_fields(t
     (tmp_path / "whole" / "results.json").write_text(json.dumps(whole))
     assert classifier_report.whole_cleaning(str(tmp_path / "whole")) == {
         "noisy_corrupted_kept": 0.3, "noisy_clean_kept": 0.9, "clean_corpus_removed": 0.04}
-    assert "| classifier trained on Tatoeba |" in classifier_report.markdown(result)
+    text = classifier_report.markdown(result)
+    assert "| classifier trained on Tatoeba |" in text and "Removed of 60 long professional translations" in text

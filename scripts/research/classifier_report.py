@@ -13,7 +13,8 @@ removes of clean corpora (issue 76).
   ``--keep-shares``, and the valid share kept where at most a quarter of the misaligned pairs is, beside bicleaner's
   score from the same files;
 * what it removes of clean corpora, trained on each corpus itself (the default of ``--clean-classifier``):
-  Multi30K's and Tatoeba's training pairs;
+  Multi30K's and Tatoeba's training pairs; with ``--professional PREFIX`` (``PREFIX.de``, ``PREFIX.en``: long
+  professional translations, such as WMT21's news test set) what the classifier trained on Tatoeba removes of them;
 * seconds per million pairs: training (dictionary, negatives, model) and scoring, on the two cores.
 
 With ``--cleaning-report DIR`` (a ``cleaning_report.py --set classifier=true`` output folder: the whole ``--clean`` with
@@ -75,7 +76,7 @@ def train_timed(source, target, keep_share, seed=0):
 
 
 def report(paracrawl_dir, tatoeba_zip, multi30k_dir, keep_shares=KEEP_SHARES, default_keep=DEFAULT_KEEP,
-           timing_pairs=1_000_000):
+           timing_pairs=1_000_000, professional=None):
     judged = read_judged_pairs(paracrawl_dir)
     judged_german, judged_english = [row[1] for row in judged], [row[0] for row in judged]
     labels = np.array([row[2] for row in judged])
@@ -97,6 +98,12 @@ def report(paracrawl_dir, tatoeba_zip, multi30k_dir, keep_shares=KEEP_SHARES, de
                                                                                thresholds[share])}
                                                  for share in keep_shares}},
     }
+    if professional:
+        german, english = read_parallel(os.path.dirname(professional) or ".", os.path.basename(professional), "de", "en")
+        professional_scores = model.scores(german, english)
+        result["professional_removed_by_tatoeba_classifier"] = {
+            "pairs": len(german), "by_keep_share": {str(share): float((professional_scores < thresholds[share]).mean())
+                                                    for share in keep_shares}}
     mixture_model, _ = train_timed(multi30k_german + judged_german, multi30k_english + judged_english, default_keep)
     mixture_scores = mixture_model.scores(judged_german, judged_english)
     result["trained_on_the_mixture"] = {"pairs": len(multi30k_german) + len(judged_german),
@@ -168,6 +175,11 @@ def markdown(result):
     lines += ["", "Removed of clean corpora (trained on each itself), by keep share: " + "; ".join(
         f"{name} " + ", ".join(f"{share} {removed:.1%}" for share, removed in by_share.items())
         for name, by_share in result["clean_corpus_removed_by_keep_share"].items()), "",
+        *([f"Removed of {result['professional_removed_by_tatoeba_classifier']['pairs']:,} long professional "
+           "translations by the classifier trained on Tatoeba, by keep share: " + ", ".join(
+               f"{share} {removed:.1%}" for share, removed in
+               result["professional_removed_by_tatoeba_classifier"]["by_keep_share"].items()), ""]
+          if "professional_removed_by_tatoeba_classifier" in result else []),
         f"Seconds: training {result['seconds']['train']:.0f}, scoring a million Tatoeba pairs "
         f"{result['seconds']['score_million_tatoeba_pairs']:.0f} (web pairs cost {s['web_pair_cost_over_tatoeba']:.1f} "
         "times as much a pair)."]
@@ -180,11 +192,13 @@ def main(argv=None):
     parser.add_argument("--tatoeba", required=True, help="manythings.org's deu-eng.zip")
     parser.add_argument("--multi30k", required=True, help="Multi30K's raw folder (train.de[.gz], train.en[.gz])")
     parser.add_argument("--out", required=True, help="folder of summary.json, report.md and scores.npz")
+    parser.add_argument("--professional", metavar="PREFIX",
+                        help="long professional translations, PREFIX.de and PREFIX.en (WMT21's news test set)")
     parser.add_argument("--cleaning-report", metavar="DIR",
                         help="a cleaning_report.py --set classifier=true folder: the whole --clean's figures")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
-    result, scores = report(args.paracrawl, args.tatoeba, args.multi30k)
+    result, scores = report(args.paracrawl, args.tatoeba, args.multi30k, professional=args.professional)
     if args.cleaning_report:
         result["summary"].update(whole_cleaning(args.cleaning_report))
         result["classifier_alone_clean_corpus_removed"] = result.pop("clean_corpus_removed")
