@@ -47,3 +47,29 @@ def test_every_corrupted_pair_counts_whatever_its_kinds_name():
     kept = np.array([True, True, False, True, True, True])
     assert corrupted_kept_by_kind(labels, kept, duplicates_removed=True) == {
         "misaligned": 1, "duplicate": 0, "next_line": 1, "shuffled_words": 1}
+
+
+def test_the_paracrawl_scores_behind_each_auc_are_written_beside_the_results(tmp_path):
+    import gzip
+    import json
+
+    from sklearn.metrics import roc_auc_score
+
+    from scripts.research import cleaning_report
+
+    (tmp_path / "judged").mkdir()
+    rows = [(f"The house number {i} is red.", f"Das Haus Nummer {i} ist rot.", "V", 0.9) for i in range(30)]
+    rows += [(f"Menu item {i}", f"Ein ganz anderer Satz über Katzen Nummer {i}.", "A", 0.2) for i in range(20)]
+    with gzip.open(tmp_path / "judged" / "v6.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"u1\tu2\t{en}\t{de}\t{score}\t{label}\t\t3\n" for en, de, label, score in rows)
+    out = tmp_path / "out"
+    assert cleaning_report.main(["--out", str(out), "--paracrawl", str(tmp_path / "judged"),
+                                 "--set", "max_length_ratio=0", "--set", "max_similarity=0", "--set", "language=false",
+                                 "--set", "alignment_like_random=0"]) == 0
+    scores = np.load(out / "paracrawl-scores.npz")
+    table = json.loads((out / "results.json").read_text())["paracrawl"]["auc"]
+    valid = scores["labels"] == "V"
+    assert len(valid) == 50 and set(table) <= set(scores.files)
+    for name in table:  # each AUC recomputed from the committed scores (lower is better)
+        assert round(roc_auc_score(valid, -scores[name]), 4) == table[name]["v_vs_all"]
+    assert table["bicleaner"]["v_vs_al"] == 1.0

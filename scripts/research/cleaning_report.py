@@ -173,6 +173,8 @@ def clean_corpus(source, target, src, tgt, options):
 
 
 def paracrawl(folder, base, src, tgt, options):
+    """The judged pairs' figures and, per judged pair, its label and every score behind them (``columns``, lower
+    is better; written to ``paracrawl-scores.npz`` so that each AUC can be recomputed without the aligner)."""
     rows = read_judged_pairs(folder)
     base_source, base_target = read_corpus(base, src, tgt) if base else ([], [])
     source = list(base_source) + [german for _, german, _, _ in rows]
@@ -189,7 +191,7 @@ def paracrawl(folder, base, src, tgt, options):
     return {"pairs": len(rows), "base_pairs": len(base_source), "auc": table,
             "kept_by_label": {label: round(float(np.mean(kept[judged][labels == label])), 4)
                               for label in sorted(set(labels))},
-            "seconds_per_million": per_million(seconds, len(source))}
+            "seconds_per_million": per_million(seconds, len(source))}, {"labels": labels, **columns}
 
 
 def timing(path, src, tgt, pairs, options):
@@ -325,7 +327,8 @@ def main(argv=None):
             save()
     if args.paracrawl and "paracrawl" not in result:
         logger.info("ParaCrawl")
-        result["paracrawl"] = paracrawl(args.paracrawl, args.paracrawl_base, args.src, args.tgt, options)
+        result["paracrawl"], columns = paracrawl(args.paracrawl, args.paracrawl_base, args.src, args.tgt, options)
+        np.savez_compressed(os.path.join(args.out, "paracrawl-scores.npz"), **columns)
         save()
     if args.timing and "timing" not in result:
         src, tgt = args.timing_langs.split(",")
