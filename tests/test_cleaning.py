@@ -146,7 +146,10 @@ def test_the_paracrawl_mixture_is_written_with_every_judged_pair_listed_by_its_l
     raw_corpus = str(tmp_path / "corpus")
     write_corpus(raw_corpus, {"train": (GERMAN * 3, ENGLISH * 3), "val": (GERMAN[:2], ENGLISH[:2])})
     result = report(str(tmp_path), raw_corpus, vocab_size=60, mixed_corpus=str(tmp_path / "mixed"),
-                    classifier_sizes=())
+                    classifier_sizes=(), scores_path=str(tmp_path / "scores.npz"))
+    scores = np.load(tmp_path / "scores.npz")
+    assert list(scores["labels"]) == ["V", "A"] and list(scores["bicleaner (ParaCrawl's pipeline)"]) == [0.81, 0.52]
+    assert set(result["auc"]) <= set(scores.files)
     german, english = read_parallel(str(tmp_path / "mixed"), "train", "de", "en")
     base = len(read_parallel(raw_corpus, "train", "de", "en")[0])
     assert result["corpus_pairs"] == base and len(german) == base + 2

@@ -15,7 +15,7 @@ them (and both sides' lengths) trained on N judged pairs drawn at random, its AU
 each N of ``--classifier-sizes`` (five draws each). With ``--synthetic-negatives``, bicleaner's label-free recipe
 over the same columns: a classifier trained to tell the mixture's pairs from corrupted copies of them (the noise
 kinds of ``make_noisy_corpus.py`` but duplicates), scored on the judged pairs it did not train on. Writes
-``report.md`` and ``report.json`` to ``--out``.
+``report.md``, ``report.json`` and ``scores.npz`` (each judged pair's label and scores) to ``--out``.
 
 With ``--mixed-corpus DIR`` it also writes the mixture as a raw corpus for training (the corpus' other splits
 copied; ``noise.tsv`` lists every ParaCrawl pair with the kind ``paracrawl-LABEL``, V included, so that the
@@ -150,9 +150,11 @@ JUDGED_SIDES = ("en", "de")
 
 
 def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classifier_sizes=CLASSIFIER_SIZES,
-           synthetic_negatives=False, src="de", tgt="en"):
+           synthetic_negatives=False, src="de", tgt="en", scores_path=None):
     """The report on the judged pairs mixed into ``corpus_dir``'s training pairs ``train.SRC``/``train.TGT``; stops
-    with one line where the languages are not the judged files' or a side's text contradicts its declared one."""
+    with one line where the languages are not the judged files' or a side's text contradicts its declared one.
+    ``scores_path``, where given, receives each judged pair's label and every score behind the AUCs (a compressed
+    ``.npz``; higher is better), so that each can be recomputed without the features."""
     if sorted((src, tgt)) != sorted(JUDGED_SIDES):
         raise PreparationError(f"the judged ParaCrawl pairs are English-German: --src and --tgt must be de and en "
                                f"(either way round), not {src} and {tgt}")
@@ -206,6 +208,9 @@ def report(paracrawl_dir, corpus_dir, vocab_size=8000, mixed_corpus=None, classi
             "auc": {comparison: auc(label_free[subset], valid[subset]) for comparison, subset in comparisons.items()},
             "mean_score": {label: float(label_free[labels == label].mean()) for label in LABELS},
             "negatives": {kind: sum(1 for k in noise.values() if k == kind) for kind in SYNTHETIC_KINDS}}
+        scores["trained on synthetic negatives"] = label_free
+    if scores_path:
+        np.savez_compressed(scores_path, labels=labels, **scores)
     return result
 
 
@@ -243,7 +248,7 @@ def main(argv=None):
                         help="raw German-English training corpus (train.SRC and train.TGT, plain or gzipped)")
     parser.add_argument("--src", default="de", help="the corpus' source language, de or en (default de)")
     parser.add_argument("--tgt", default="en", help="the corpus' target language, en or de (default en)")
-    parser.add_argument("--out", required=True, help="folder for report.md and report.json")
+    parser.add_argument("--out", required=True, help="folder for report.md, report.json and scores.npz")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--classifier-sizes", type=int, nargs="*", default=list(CLASSIFIER_SIZES),
                         help="judged pairs to train the classifier on, one learning-curve point each (none: skip)")
@@ -255,8 +260,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     def write():
+        os.makedirs(args.out, exist_ok=True)
         result = report(args.paracrawl, args.corpus, args.vocab_size, args.mixed_corpus, args.classifier_sizes,
-                        args.synthetic_negatives, args.src, args.tgt)
+                        args.synthetic_negatives, args.src, args.tgt, os.path.join(args.out, "scores.npz"))
         logger.info("wrote %s", write_report(args.out, "report", result, markdown(result)))
 
     return exit_code(write, logger)
