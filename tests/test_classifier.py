@@ -182,7 +182,8 @@ def test_the_classifier_report_scores_judged_pairs_and_fills_the_issues_fields(t
     assert summary["paracrawl_valid_kept"] >= 0.8 and summary["paracrawl_misaligned_kept"] <= 0.2
     assert set(result["clean_corpus_removed"]) == {"multi30k", "tatoeba"}
     assert len(scores["tatoeba_classifier"]) == len(scores["labels"]) == 100
-    whole = {"noisy": {"a": {"corrupted_kept": 0.1, "clean_kept": 0.97}, "b": {"corrupted_kept": 0.3, "clean_kept": 0.9}},
+    whole = {"noisy": {"a": {"corrupted_kept": 0.1, "clean_kept": 0.97},
+                       "b": {"corrupted_kept": 0.3, "clean_kept": 0.9}},
              "clean": {"c": {"removed_share_total": 0.02}, "d": {"removed_share_total": 0.04}}}
     (tmp_path / "whole").mkdir()
     (tmp_path / "whole" / "results.json").write_text(json.dumps(whole))

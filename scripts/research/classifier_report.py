@@ -99,7 +99,8 @@ def report(paracrawl_dir, tatoeba_zip, multi30k_dir, keep_shares=KEEP_SHARES, de
                                                  for share in keep_shares}},
     }
     if professional:
-        german, english = read_parallel(os.path.dirname(professional) or ".", os.path.basename(professional), "de", "en")
+        german, english = read_parallel(os.path.dirname(professional) or ".", os.path.basename(professional),
+                                        "de", "en")
         professional_scores = model.scores(german, english)
         result["professional_removed_by_tatoeba_classifier"] = {
             "pairs": len(german), "by_keep_share": {str(share): float((professional_scores < thresholds[share]).mean())
@@ -163,7 +164,8 @@ def markdown(result):
         f"{result['bicleaner']['auc_v_vs_all']:.3f} | "
         f"{result['bicleaner']['valid_kept_where_misaligned_kept_at_most_0.25']:.3f} |",
     ]
-    for name, figures in (("classifier trained on Tatoeba", result["trained_on_tatoeba"]["by_keep_share"][str(DEFAULT_KEEP)]),
+    headline = result["trained_on_tatoeba"]["by_keep_share"][str(DEFAULT_KEEP)]
+    for name, figures in (("classifier trained on Tatoeba", headline),
                           ("classifier trained on the mixture (unlabelled)", result["trained_on_the_mixture"])):
         lines.append(f"| {name} | {figures['auc_v_vs_al']:.3f} | {figures['auc_v_vs_all']:.3f} | "
                      f"{figures['valid_kept_where_misaligned_kept_at_most_0.25']:.3f} |")
