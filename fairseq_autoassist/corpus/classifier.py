@@ -21,7 +21,7 @@ agreements give. Its models are downloads; this module builds the same from a co
 Why a linear model: the trusted corpus is rarely of the domain being cleaned, and a flexible model learns the
 trusted corpus' own regularities. Trained on Tatoeba and scored on ParaCrawl's judged pairs (AUC of valid against
 misaligned and wrong-language pairs), gradient boosting reached 0.721 (0.732 with trees of depth 3), a random forest
-0.748, the logistic regression 0.770 (0.777-0.781 with the word-order feature; docs/results/cleaning/classifier/).
+0.748, the logistic regression 0.770 (0.775-0.781 with the word-order feature; docs/results/cleaning/classifier/).
 """
 
 import collections
