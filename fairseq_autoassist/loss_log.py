@@ -5,6 +5,8 @@ pairs, their per-token losses and the probability each was kept with.
 ``scripts/research/replay_assistant.py`` feeds such a log to Assistants of other settings and measures how
 well each predicts the label, in seconds instead of a training run. A checkpoint records the log's
 length; a run resumed from it cuts the log back there, so the steps it trains again are logged once.
+``write_compact`` stores a finished log small enough to commit beside the results it gave (``.npz``: ids in the
+smallest unsigned type that holds them, losses and keep probabilities in float16); ``read_loss_log`` reads both.
 """
 
 import logging
@@ -44,8 +46,37 @@ class LossLog:
                            "resume are missing", self.path, current, length)
 
 
+COMPACT_SUFFIX = ".npz"
+
+
+def write_compact(records, path):
+    """Writes ``records`` (``read_loss_log``'s steps) to ``path`` (``.npz``), losses rounded to float16: a loss of
+    about 2 moves by at most 0.001, so an offline replay reads the compact log, not the original, to be reproducible."""
+    if not path.endswith(COMPACT_SUFFIX):
+        raise ValueError(f"{path}: a compact loss log's name ends in {COMPACT_SUFFIX}")
+    ids, losses, keep_probs, sizes = [], [], [], []
+    for step_ids, step_losses, step_keep in records:
+        ids.append(step_ids)
+        losses.append(step_losses)
+        keep_probs.append(step_keep)
+        sizes.append(len(step_ids))
+    ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    np.savez_compressed(path, step_sizes=np.asarray(sizes, dtype=np.int32),
+                        ids=ids.astype(np.min_scalar_type(int(ids.max(initial=0)))),
+                        losses=np.concatenate(losses).astype(np.float16) if losses else np.zeros(0, np.float16),
+                        keep_prob=np.concatenate(keep_probs).astype(np.float16) if keep_probs else np.zeros(0, np.float16))
+
+
 def read_loss_log(path):
-    """Yields ``(ids, per_token_losses, keep_prob)`` per recorded step."""
+    """Yields ``(ids, per_token_losses, keep_prob)`` per recorded step, from a log or its compact form."""
+    if path.endswith(COMPACT_SUFFIX):
+        with np.load(path) as compact:
+            bounds = np.cumsum(np.r_[0, compact["step_sizes"]])
+            ids = compact["ids"].astype(np.int64)
+            losses, keep_prob = compact["losses"].astype(np.float64), compact["keep_prob"].astype(np.float64)
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            yield ids[start:end], losses[start:end], keep_prob[start:end]
+        return
     with open(path, "rb") as f:
         while True:
             try:

@@ -54,6 +54,10 @@ ARMS = {
     "released-sorted-tuned": {"policy": "released", "recipe": TUNED_RECIPE,
                               "extra": ["--autoassist-batching", "sorted"]},
     "assistant-tuned": {"policy": "assistant", "recipe": TUNED_RECIPE},
+    # The random control of assistant-tuned: its batches, the pairs kept at random at 0.70 (assistant kept 0.70-0.72 a
+    # selecting pass under the released protocol, 0.67-0.69 under this recipe in multi30k-long).
+    "uniform-tuned": {"policy": "uniform", "recipe": TUNED_RECIPE,
+                      "extra": ["--autoassist-uniform-keep-prob", "0.7"]},
     "assistant-iw": {"policy": "assistant", "extra": ["--autoassist-importance-weighting"]},
     "infobatch": {"policy": "infobatch"},
     "uniform": {"policy": "uniform"},
@@ -103,9 +107,9 @@ ARMS = {
 }
 # Arms that differ from another only by options: the smoke preset runs the other.
 OPTION_VARIANTS = ["assistant-no-warmup", "released-2500", "released-sync", "assistant-sync", "uniform-released-2500",
-                   "uniform-released", "keep-all-released-2500", "baseline-tuned", "released-tuned", "released-sorted-tuned",
-                   "assistant-tuned", "loss-percentile-0.7", "skip-learned", "skip-learned-no-warmup",
-                   "uniform-no-warmup", "near-duplicates-no-warmup"]
+                   "uniform-released", "keep-all-released-2500", "baseline-tuned", "released-tuned",
+                   "released-sorted-tuned", "assistant-tuned", "uniform-tuned", "loss-percentile-0.7", "skip-learned",
+                   "skip-learned-no-warmup", "uniform-no-warmup", "near-duplicates-no-warmup"]
 
 QUICK_ARMS = ["baseline", "assistant", "assistant-iw", "infobatch", "uniform", "spl"]
 PACKING_ARMS = ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all-shuffled-fixed",
@@ -200,7 +204,8 @@ PRESETS = {
                            bleu_levels=[20, 25, 30], validate_interval_updates=PAPER_BUDGET // 12,
                            arms=["baseline", "released-2500", "uniform-released-2500", "released", "uniform-released",
                                  "assistant", "keep-all-released-2500", "baseline-tuned", "released-tuned",
-                                 "released-sorted-tuned", "assistant-tuned"]),
+                                 "released-sorted-tuned", "assistant-tuned",
+                                 "uniform-tuned"]),
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
 }
