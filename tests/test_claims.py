@@ -4,9 +4,8 @@ Each claim names a document, the exact words it states and how the figure in the
 file: a figure edited by hand, or a record rerun without its sentence, fails here. Covered so far: in README.md's
 table the clean, noisy and as-released rows; in the results index the rows of the paper's method as released (issue
 74), the soak (issue 75), the pair classifier (issue 76), the cleaning filters and the mixing's figures from its
-summary. Still to be added: the figures quoted from the benchmark tables' two-seed frontier means and their bounds
-(README's large-corpus and paper's-method rows, most benchmark rows of the index), which need the benchmark's
-frontier interpolation recomputed from results.json.
+summary; the frontier ratios the README's large-corpus and paper's-method rows and the benchmark rows of the index quote
+from the benchmarks' two-seed summaries (``frontier``).
 """
 
 import json
@@ -52,6 +51,23 @@ def mixing(corpus, arm, seed=None):
     return rows if seed is None else next(r for r in rows if r["seed"] == seed)
 
 
+def frontier(benchmark, arm, statistic="mean"):
+    """A benchmark's two-seed mean (``statistic="mean"``), lower or higher seed (``"low"``, ``"high"``) of ``arm``'s
+    target tokens to the stock frontier's validation BLEU, as a share of the frontier's (its summary in results.json)."""
+    entry = records(f"{benchmark}/results.json")["summary"][arm]["frontier_target_tokens_valid_bleu"]
+    assert entry["reached"] == entry["seeds"] == 2 and not entry["above"], f"{benchmark} {arm}: not a two-seed ratio"
+    return entry["mean"] + {"mean": 0.0, "low": -0.5, "high": 0.5}[statistic] * entry["spread"]
+
+
+BENCHMARKS = ("benchmark-multi30k-long", "benchmark-tatoeba", "benchmark-tvsub")
+
+
+def best_of(arm_prefix, benchmarks=BENCHMARKS):
+    """The lowest two-seed frontier ratio of the arms named ``arm_prefix@FRACTION`` over ``benchmarks``."""
+    return min(frontier(benchmark, arm) for benchmark in benchmarks
+               for arm in records(f"{benchmark}/results.json")["summary"] if arm.partition("@")[0] == arm_prefix)
+
+
 def span(values, scale=1.0, digits=1):
     return f"{scale * min(values):.{digits}f}-{scale * max(values):.{digits}f}"
 
@@ -79,7 +95,23 @@ def percent(value):
     return f"{100 * value:+.1f}%"
 
 
+NOISY = "benchmark-multi30k-noisy/cosine/multi30k-noisy30-"
+
 CLAIMS = [
+    ("README.md", "`learnable`: {} of the tokens to validation BLEU at best",
+     lambda: f"{best_of('learnable'):.2f}"),
+    ("README.md", "no saving over random: {} of the stock tokens at best", lambda: f"{best_of('assistant'):.2f}"),
+    ("docs/results/README.md", "`learnable` {} of the tokens, the iterator alone {}, the paper's rule {};",
+     lambda: tuple(f"{frontier('benchmark-tvsub', arm):.2f}" for arm in ("learnable@0.7", "keep-all@0.7",
+                                                                          "assistant@0.7"))),
+    ("docs/results/README.md", "`learnable` {}, random at its share {}, `keep-all` {}.",
+     lambda: tuple(f"{frontier('benchmark-tatoeba', arm):.2f}" for arm in ("learnable@0.7", "uniform-0.85@0.7",
+                                                                            "keep-all@0.7"))),
+    ("docs/results/README.md", "with {} / {} of its target tokens",
+     lambda: tuple(f"{frontier('benchmark-multi30k-long', 'keep-all@0.6', end):.2f}" for end in ("low", "high"))),
+    ("docs/results/README.md", "`learnable` {} / {} of the frontier's tokens, random {} / {}, `keep-all` {} / {};",
+     lambda: tuple(f"{frontier(NOISY + copy, arm):.2f}" for arm in ("learnable@0.7", "uniform-0.85@0.7",
+                                                                     "keep-all@0.7") for copy in ("seed2", "mixB"))),
     ("README.md", "the stock run's best BLEU in {} of its words",
      lambda: f"{statistics.mean(paper_protocol('released-2500')):.2f}"),
     ("docs/results/README.md", "reaches the stock run's best validation BLEU in {} of its words",
