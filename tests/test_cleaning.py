@@ -77,6 +77,31 @@ def test_the_alignment_filter_removes_misaligned_pairs_that_every_other_filter_k
         clean(german, english, "de", "en", options)
 
 
+def test_a_long_translation_is_compared_with_random_pairings_of_its_length(monkeypatch):
+    """An aligner's cost grows with a pair's length (rarer words, more of them): a long translation among short pairs
+    must not look like a random pairing of short ones (WMT21's news pairs in Tatoeba)."""
+    rng = np.random.default_rng(0)
+    lengths = np.r_[rng.integers(3, 9, 360), rng.integers(30, 41, 40)]
+    source = [[f"s{pair}.{k}" for k in range(n)] for pair, n in enumerate(lengths)]
+    target = [[f"t{pair}.{k}" for k in range(n)] for pair, n in enumerate(lengths)]
+    for i in range(20):  # misaligned short pairs: another short pair's target
+        target[i] = target[359 - i]
+
+    def length_dependent_scores(source_pieces, target_pieces):
+        translates = [src[0][1:].split(".")[0] == tgt[0][1:].split(".")[0]
+                      for src, tgt in zip(source_pieces, target_pieces)]
+        cost = np.array([np.log(len(src) + len(tgt)) + (0.0 if ok else 1.0)
+                         for src, tgt, ok in zip(source_pieces, target_pieces, translates)])
+        cost += np.random.default_rng(1).normal(0, 0.3, len(cost))  # the sampler's spread
+        return np.stack([cost, cost], axis=1)
+
+    monkeypatch.setattr(cleaning, "alignment_scores", length_dependent_scores)
+    shares = cleaning.like_random_shares(source, target)
+    assert np.mean(shares[360:] >= 0.15) <= 0.05  # the long translations stay (all pairings: every one removed)
+    assert np.sum(shares[:20] >= 0.15) >= 12  # most misaligned pairs go (each is a random pairing: 85% expected)
+    assert np.mean(shares[20:360] >= 0.15) < 0.05
+
+
 def test_the_language_model_filter_removes_a_side_unlike_the_rest_of_its_side(tmp_path):
     german, english = synthetic_translations(300)
     english[7] = "zzqx vvkj qqpl xxzz jjvk"  # letters the English side never shows together

@@ -73,3 +73,25 @@ def test_the_paracrawl_scores_behind_each_auc_are_written_beside_the_results(tmp
     for name in table:  # each AUC recomputed from the committed scores (lower is better)
         assert round(roc_auc_score(valid, -scores[name]), 4) == table[name]["v_vs_all"]
     assert table["bicleaner"]["v_vs_al"] == 1.0
+
+
+def test_pairs_mixed_into_a_corpus_are_counted_apart_from_it(tmp_path):
+    from scripts.research.cleaning_report import mixed_in
+    from fairseq_autoassist.corpus.cleaning import CleaningOptions
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "train.de").write_text("".join(f"Der Hund {i} rennt.\n" for i in range(40)))
+    (base / "train.en").write_text("".join(f"The dog {i} runs.\n" for i in range(40)))
+    months = [("Januar", "January"), ("Februar", "February"), ("März", "March"), ("April", "April"), ("Mai", "May"),
+              ("Juni", "June"), ("Juli", "July"), ("August", "August")]
+    added = [(f"Die Regierung hat im {de} entschieden.", f"The government decided in {en}.") for de, en in months]
+    added += [("Das ist gleich.", "Das ist gleich."), ("Der Hund 3 rennt.", "The dog 3 runs.")]  # a copy, a duplicate
+    (tmp_path / "news.de").write_text("".join(f"{de}\n" for de, _ in added))
+    (tmp_path / "news.en").write_text("".join(f"{en}\n" for _, en in added))
+    options = CleaningOptions(near_duplicates=False, language=False, max_length_ratio=0, alignment_like_random=0)
+    result = mixed_in(str(base), str(tmp_path / "news"), "de", "en", options)
+    assert (result["added_pairs"], result["base_pairs"]) == (10, 40)
+    assert result["added_removed_by"] == {"copy": 1}
+    assert result["added_removed_share"] == 1 / 9  # the exact duplicate is no loss: its twin stays
+    assert result["base_removed_share"] == 0.0

@@ -20,8 +20,9 @@ Each filter removes the pairs it finds, in this order, and a pair counts for the
   takes many short simplified Chinese lines for Japanese, which always writes some kana;
 * ``alignment``: over the pairs the filters above kept, the eflomal word alignment score of each pair (OpusFilter's
   ``WordAlignFilter``, the mean of both directions; the aligner learns from the corpus itself, over sentencepiece
-  pieces) compared with the scores of random pairings of the same sides, aligned with them: a pair scoring worse than
-  the best ``alignment_like_random`` of the random pairings is removed. It finds fluent sides that do not translate
+  pieces) compared with the scores of random pairings of sides of its length (within its tenth of the pairs by total
+  length), aligned with them: a pair scoring worse than the best ``alignment_like_random`` of those random pairings is
+  removed. It finds fluent sides that do not translate
   each other (misaligned, truncated). Random pairings calibrate the threshold on each corpus without labels: a
   threshold in standard deviations of the corpus' own scores removes a fixed tail of a clean corpus (5-7% at the
   one that suited the noisy copies) and less than that of a noisy one, whose misaligned pairs widen the spread;
@@ -60,8 +61,13 @@ from .raw_corpus import PreparationError, find_raw_file, read_parallel
 
 FILTERS = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "alignment", "classifier", "lm")
 ROBUST_SCALE = 1.4826
-# Random pairings aligned beside the corpus: a tenth of its pairs, at least this many (all, for a smaller corpus).
+# Random pairings aligned beside the corpus: a tenth of its pairs, at least this many (sources drawn more than once in
+# a smaller corpus),
+# each within one of LENGTH_BUCKETS shares of the pairs by length; a bucket with fewer pairings than
+# MIN_BUCKET_PAIRINGS is compared with them all.
 RANDOM_PAIRINGS = 2000
+LENGTH_BUCKETS = 10
+MIN_BUCKET_PAIRINGS = 50
 LM_ORDER = 6
 # A language margin or alignment score that stands for "unscorable" (a language heliport does not know, an empty or
 # infinite eflomal score): far beyond any threshold.
@@ -223,20 +229,46 @@ def alignment_scores(source_pieces, target_pieces):
     return np.nan_to_num(scores, nan=UNSCORED, posinf=UNSCORED, neginf=-UNSCORED)
 
 
+def length_buckets(source_pieces, target_pieces, buckets=LENGTH_BUCKETS):
+    """Each pair's bucket (0 to ``buckets - 1``) among equal shares of the pairs by their total length in pieces."""
+    lengths = np.array([len(src) + len(tgt) for src, tgt in zip(source_pieces, target_pieces)])
+    edges = np.quantile(lengths, np.linspace(0, 1, buckets + 1)[1:-1]) if len(lengths) else []
+    return np.searchsorted(edges, lengths, side="right")
+
+
 def like_random_shares(source_pieces, target_pieces, seed=0):
-    """Per pair, the share of random pairings of the same sides (each source with another pair's target) whose mean
-    alignment score is better (lower) than the pair's, all aligned together: near 0 for a translation, spread over
-    [0, 1] for a pair no better than a random one."""
+    """Per pair, the share of random pairings of sides of its length (each source with the target of another pair
+    of its ``length_buckets``) whose mean alignment score is better (lower) than the pair's, all aligned together:
+    near 0 for a translation, spread over [0, 1] for a pair no better than a random one. Pairings of any length made
+    long translations look random: a long pair's score per piece is worse than a short random pairing's, so 24.6% of
+    WMT21's news pairs mixed into Tatoeba fell to it (7.5% with pairings matched in length; docs/results/cleaning/)."""
     pairs = len(source_pieces)
     if pairs < 2:
         return np.zeros(pairs)
     rng = np.random.default_rng(seed)
-    sources = rng.choice(pairs, min(pairs, max(RANDOM_PAIRINGS, pairs // 10)), replace=False)
-    targets = (sources + rng.integers(1, pairs, len(sources))) % pairs  # never the pair's own target
+    bucket = length_buckets(source_pieces, target_pieces)
+    drawn_pairings = max(RANDOM_PAIRINGS, pairs // 10)
+    sources = rng.choice(pairs, drawn_pairings, replace=drawn_pairings > pairs)
+    targets = np.empty_like(sources)
+    for b in np.unique(bucket):
+        members = np.flatnonzero(bucket == b)
+        drawn = np.flatnonzero(bucket[sources] == b)
+        if len(members) < 2:  # no other pair of its length: any other pair
+            targets[drawn] = (sources[drawn] + rng.integers(1, pairs, len(drawn))) % pairs
+            continue
+        position = np.searchsorted(members, sources[drawn])
+        targets[drawn] = members[(position + rng.integers(1, len(members), len(drawn))) % len(members)]
     scores = alignment_scores(list(source_pieces) + [source_pieces[i] for i in sources],
                               list(target_pieces) + [target_pieces[j] for j in targets]).mean(axis=1)
-    random_scores = np.sort(scores[pairs:])
-    return np.searchsorted(random_scores, scores[:pairs], side="left") / len(random_scores)
+    own, random_scores, random_bucket = scores[:pairs], scores[pairs:], bucket[sources]
+    shares = np.empty(pairs)
+    for b in np.unique(bucket):
+        reference = random_scores[random_bucket == b]
+        if len(reference) < MIN_BUCKET_PAIRINGS:
+            reference = random_scores
+        at = bucket == b
+        shares[at] = np.searchsorted(np.sort(reference), own[at], side="left") / len(reference)
+    return shares
 
 
 def lm_cross_entropies(lines, workdir):

@@ -7,6 +7,8 @@
 * on clean corpora: the share of the pairs that are not exact duplicates each filter removes, with a sample;
 * on ParaCrawl's pairs judged by people mixed into a base corpus: each score's AUC of valid (V) against misaligned
   and wrong-language pairs (A+L) and against every other judgement, beside bicleaner's (from the judged files);
+* on pairs of another domain mixed into a corpus (``--mixed-in``: long, loosely worded professional translations in an
+  everyday corpus): the share of them removed, and by which filter;
 * the seconds of each filter per million pairs, and those of a whole corpus's first ``--timing-pairs`` pairs.
 
     python scripts/research/cleaning_report.py --out docs/results/cleaning/filters \
@@ -14,7 +16,8 @@
         --clean-corpus multi30k=../shared/data/multi30k \
         --clean-corpus tatoeba=../shared/data/tatoeba-deu-eng/deu-eng.zip \
         --clean-corpus tatoeba-accentless-speakers=../shared/data/tatoeba-deu-eng/deu-eng.zip \
-        --paracrawl ../shared/data/paracrawl-human-eval --paracrawl-base ../shared/data/tatoeba-deu-eng/deu-eng.zip
+        --paracrawl ../shared/data/paracrawl-human-eval --paracrawl-base ../shared/data/tatoeba-deu-eng/deu-eng.zip \
+        --mixed-in news-in-tatoeba=../shared/data/tatoeba-deu-eng/deu-eng.zip+../shared/data/wmt21-newstest-deen/newstest2021.de-en
 
 Writes ``results.json``, ``summary.json`` (the worse copy and the worst clean corpus) and ``results.md``. Each
 corpus is measured once and kept in ``results.json``: a rerun measures only what is missing there.
@@ -172,6 +175,36 @@ def clean_corpus(source, target, src, tgt, options):
             "samples": samples, "seconds_per_million": per_million(seconds, len(source))}
 
 
+def read_prefix(prefix, src, tgt):
+    """The pairs of ``PREFIX.SRC`` and ``PREFIX.TGT`` (a test set's files, e.g. newstest2021.de-en)."""
+    sides = []
+    for lang in (src, tgt):
+        with open(f"{prefix}.{lang}", encoding="utf-8") as f:
+            sides.append(f.read().splitlines())
+    if len(sides[0]) != len(sides[1]):
+        raise ValueError(f"{prefix}.{src} and {prefix}.{tgt} differ in lines")
+    return sides
+
+
+def mixed_in(base, added, src, tgt, options):
+    """``added`` (a ``PREFIX``: PREFIX.SRC, PREFIX.TGT) mixed into ``base`` (a folder or Tatoeba zip), cleaned
+    together: the share of the added pairs removed and by which filter, beside the base's own share (both of the
+    pairs that are not exact duplicates)."""
+    base_source, base_target = read_corpus(base, src, tgt)
+    added_source, added_target = read_prefix(added, src, tgt)
+    source, target = list(base_source) + added_source, list(base_target) + added_target
+    kept, removed, _, seconds = run_cleaning(source, target, src, tgt, options, score_lm=False)
+    is_added = np.arange(len(source)) >= len(base_source)
+    unique = np.ones(len(source), dtype=bool)
+    unique[removed["duplicate"]] = False
+    return {"base_pairs": len(base_source), "added_pairs": len(added_source),
+            "added_removed_share": float(np.mean(~kept[is_added & unique])),
+            "added_removed_by": {name: int(np.sum(is_added[at])) for name, at in removed.items()
+                                 if name != "duplicate" and np.any(is_added[at])},
+            "base_removed_share": float(np.mean(~kept[~is_added & unique])),
+            "seconds_per_million": per_million(seconds, len(source))}
+
+
 def paracrawl(folder, base, src, tgt, options):
     """The judged pairs' figures and, per judged pair, its label and every score behind them (``columns``, lower
     is better; written to ``paracrawl-scores.npz`` so that each AUC can be recomputed without the aligner)."""
@@ -251,6 +284,14 @@ def markdown(result):
             for rule, pairs in c["samples"].items():
                 lines += ["", f"Removed from {name} by `{rule}` (a sample):", ""]
                 lines += [f"- {src} ||| {tgt}" for src, tgt in pairs]
+    if result.get("mixed_in"):
+        lines += ["", "## Pairs of another domain mixed into a corpus: share removed (of the pairs that are not exact "
+                  "duplicates)", "", "| name | pairs added / base | added removed | by filter | base removed |",
+                  "|---|---|---|---|---|"]
+        for name, m in result["mixed_in"].items():
+            by = ", ".join(f"{k} {v}" for k, v in m["added_removed_by"].items())
+            lines.append(f"| {name} | {m['added_pairs']:,} / {m['base_pairs']:,} | {m['added_removed_share']:.4f} | "
+                         f"{by} | {m['base_removed_share']:.4f} |")
     if result.get("paracrawl"):
         p = result["paracrawl"]
         lines += ["", f"## ParaCrawl's {p['pairs']:,} judged pairs mixed into {p['base_pairs']:,} base pairs", "",
@@ -280,6 +321,9 @@ def parse_args(argv=None):
     parser.add_argument("--clean-corpus", action="append", default=[], metavar="NAME=PATH",
                         help="a clean corpus (folder or Tatoeba zip); NAME ending in -accentless-speakers is "
                              "rewritten without diacritics and with speaker labels first")
+    parser.add_argument("--mixed-in", action="append", default=[], metavar="NAME=BASE+PREFIX",
+                        help="pairs of PREFIX.SRC/PREFIX.TGT (e.g. a news test set: long professional translations) "
+                             "mixed into the corpus BASE (folder or Tatoeba zip): the share of them removed")
     parser.add_argument("--paracrawl", help="the paracrawl-human-eval folder")
     parser.add_argument("--paracrawl-base", help="the corpus the judged pairs are mixed into")
     parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
@@ -324,6 +368,13 @@ def main(argv=None):
             if name.endswith("-accentless-speakers"):
                 source, target = accentless_with_speakers(source, target)
             result["clean"][name] = clean_corpus(source, target, args.src, args.tgt, options)
+            save()
+    for spec in args.mixed_in:
+        name, corpora = spec.split("=", 1)
+        base, added = corpora.split("+", 1)
+        if name not in result.setdefault("mixed_in", {}):
+            logger.info("%s mixed into %s", added, base)
+            result["mixed_in"][name] = mixed_in(base, added, args.src, args.tgt, options)
             save()
     if args.paracrawl and "paracrawl" not in result:
         logger.info("ParaCrawl")
