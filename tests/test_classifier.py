@@ -191,3 +191,23 @@ def test_the_classifier_report_scores_judged_pairs_and_fills_the_issues_fields(t
         "noisy_corrupted_kept": 0.3, "noisy_clean_kept": 0.9, "clean_corpus_removed": 0.04}
     text = classifier_report.markdown(result)
     assert "| classifier trained on Tatoeba |" in text and "Removed of 60 long professional translations" in text
+
+
+def test_the_classifier_report_refreshes_only_the_whole_cleanings_fields(tmp_path):
+    import json
+
+    from scripts.research import classifier_report
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "summary.json").write_text(json.dumps({"paracrawl_auc_v_vs_al": 0.77,
+                                                               "noisy_corrupted_kept": 0.5}))
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "whole" / "results.json").write_text(json.dumps(
+        {"noisy": {"a": {"corrupted_kept": 0.1, "clean_kept": 0.97}}, "clean": {"c": {"removed_share_total": 0.02}}}))
+    classifier_report.main(["--out", str(tmp_path / "out"), "--cleaning-report", str(tmp_path / "whole"),
+                            "--refresh-cleaning-report"])
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["paracrawl_auc_v_vs_al"], summary["noisy_corrupted_kept"], summary["clean_corpus_removed"]) == (
+        0.77, 0.1, 0.02)
+    with pytest.raises(SystemExit):
+        classifier_report.main(["--out", str(tmp_path / "out")])

@@ -19,7 +19,8 @@ removes of clean corpora (issue 76).
 
 With ``--cleaning-report DIR`` (a ``cleaning_report.py --set classifier=true`` output folder: the whole ``--clean`` with
 the classifier on noisy copies and clean corpora) the worst of its noisy copies and clean corpora fill
-``noisy_corrupted_kept``, ``noisy_clean_kept`` and ``clean_corpus_removed``.
+``noisy_corrupted_kept``, ``noisy_clean_kept`` and ``clean_corpus_removed``. With ``--refresh-cleaning-report`` only those three
+fields of an existing summary.json are replaced (nothing is trained).
 
 Writes ``summary.json``, ``report.md`` and ``scores.npz`` (each judged pair's scores and label, so that every AUC can be
 recomputed without rerunning the aligner) to ``--out``.
@@ -190,16 +191,34 @@ def markdown(result):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--paracrawl", required=True, help="the paracrawl-human-eval folder")
-    parser.add_argument("--tatoeba", required=True, help="manythings.org's deu-eng.zip")
-    parser.add_argument("--multi30k", required=True, help="Multi30K's raw folder (train.de[.gz], train.en[.gz])")
+    parser.add_argument("--paracrawl", help="the paracrawl-human-eval folder")
+    parser.add_argument("--tatoeba", help="manythings.org's deu-eng.zip")
+    parser.add_argument("--multi30k", help="Multi30K's raw folder (train.de[.gz], train.en[.gz])")
     parser.add_argument("--out", required=True, help="folder of summary.json, report.md and scores.npz")
     parser.add_argument("--professional", metavar="PREFIX",
                         help="long professional translations, PREFIX.de and PREFIX.en (WMT21's news test set)")
     parser.add_argument("--cleaning-report", metavar="DIR",
                         help="a cleaning_report.py --set classifier=true folder: the whole --clean's figures")
+    parser.add_argument("--refresh-cleaning-report", action="store_true",
+                        help="only replace the whole --clean's figures of --out's summary.json by --cleaning-report's "
+                             "(after the rule filters changed; the classifier's own figures do not depend on them)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(message)s")
+    if args.refresh_cleaning_report:
+        if not args.cleaning_report:
+            parser.error("--refresh-cleaning-report needs --cleaning-report DIR")
+        path = os.path.join(args.out, "summary.json")
+        with open(path) as f:
+            summary = json.load(f)
+        summary.update(whole_cleaning(args.cleaning_report))
+        summary["cleaning_report_command"] = "python scripts/research/classifier_report.py " + " ".join(
+            argv or sys.argv[1:])
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=1)
+        return
+    missing = [f"--{name}" for name in ("paracrawl", "tatoeba", "multi30k") if getattr(args, name) is None]
+    if missing:
+        parser.error(f"the report needs {', '.join(missing)}")
     result, scores = report(args.paracrawl, args.tatoeba, args.multi30k, professional=args.professional)
     if args.cleaning_report:
         result["summary"].update(whole_cleaning(args.cleaning_report))
