@@ -22,10 +22,11 @@ Each filter removes the pairs it finds, in this order, and a pair counts for the
   ``WordAlignFilter``, the mean of both directions; the aligner learns from the corpus itself, over sentencepiece
   pieces) compared with the scores of random pairings of sides of its length (within its tenth of the pairs by total
   length), aligned with them: a pair scoring worse than the best ``alignment_like_random`` of those random pairings is
-  removed. It finds fluent sides that do not translate
-  each other (misaligned, truncated). Random pairings calibrate the threshold on each corpus without labels: a
-  threshold in standard deviations of the corpus' own scores removes a fixed tail of a clean corpus (5-7% at the
-  one that suited the noisy copies) and less than that of a noisy one, whose misaligned pairs widen the spread;
+  removed. It finds fluent sides that do not translate each other (misaligned, truncated). Random pairings calibrate
+  the threshold on each corpus without labels: a threshold in standard deviations of the corpus' own scores removes a
+  fixed tail of a clean corpus (5-7% at the one that suited the noisy copies) and less than that of a noisy one, whose
+  misaligned pairs widen the spread; pairings of the pair's length keep a long translation among short pairs from
+  looking random (an aligner's cost per piece grows with length);
 * ``classifier`` (off by default, ``--clean-classifier``): a pair that a classifier trained without labels, bicleaner's
   recipe (``classifier.py``: a probabilistic dictionary from eflomal's alignment of trusted pairs, a logistic
   regression telling them from synthetic corruptions of them), scores below the score that keeps
