@@ -95,7 +95,8 @@ class CleaningOptions:
                                     "(heliport's per-character score) for the language filter to remove it",
                                     minimum=0)
     alignment_like_random: float = option(0.15, "remove pairs whose eflomal word alignment score is no better than "
-                                          "that of this share of random pairings of the corpus' own sides (0: off)",
+                                          "that of this share of random pairings of the corpus' own sides of its "
+                                          "length (0: off)",
                                           minimum=0, maximum=1)
     classifier: bool = option(False, "remove pairs that a classifier trained without labels on trusted pairs "
                               "(bicleaner's recipe) scores below its threshold")
