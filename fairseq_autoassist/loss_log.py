@@ -54,17 +54,12 @@ def write_compact(records, path):
     about 2 moves by at most 0.001, so an offline replay reads the compact log, not the original, to be reproducible."""
     if not path.endswith(COMPACT_SUFFIX):
         raise ValueError(f"{path}: a compact loss log's name ends in {COMPACT_SUFFIX}")
-    ids, losses, keep_probs, sizes = [], [], [], []
-    for step_ids, step_losses, step_keep in records:
-        ids.append(step_ids)
-        losses.append(step_losses)
-        keep_probs.append(step_keep)
-        sizes.append(len(step_ids))
-    ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-    np.savez_compressed(path, step_sizes=np.asarray(sizes, dtype=np.int32),
+    records = list(records)
+    ids = np.concatenate([np.zeros(0, dtype=np.int64)] + [step_ids for step_ids, _, _ in records])
+    np.savez_compressed(path, step_sizes=np.array([len(step_ids) for step_ids, _, _ in records], dtype=np.int32),
                         ids=ids.astype(np.min_scalar_type(int(ids.max(initial=0)))),
-                        losses=np.concatenate(losses).astype(np.float16) if losses else np.zeros(0, np.float16),
-                        keep_prob=np.concatenate(keep_probs).astype(np.float16) if keep_probs else np.zeros(0, np.float16))
+                        losses=np.concatenate([np.zeros(0)] + [losses for _, losses, _ in records]).astype(np.float16),
+                        keep_prob=np.concatenate([np.zeros(0)] + [keep for _, _, keep in records]).astype(np.float16))
 
 
 def read_loss_log(path):

@@ -204,8 +204,7 @@ PRESETS = {
                            bleu_levels=[20, 25, 30], validate_interval_updates=PAPER_BUDGET // 12,
                            arms=["baseline", "released-2500", "uniform-released-2500", "released", "uniform-released",
                                  "assistant", "keep-all-released-2500", "baseline-tuned", "released-tuned",
-                                 "released-sorted-tuned", "assistant-tuned",
-                                 "uniform-tuned"]),
+                                 "released-sorted-tuned", "assistant-tuned", "uniform-tuned"]),
     "multi30k-full": dict(arch="base", max_update=5400, max_tokens=4096, lr=5e-4, warmup_updates=4000,
                           seeds=[1, 2, 3], bleu_levels=[20, 30, 35], arms=QUICK_ARMS),
 }

@@ -63,9 +63,8 @@ from .raw_corpus import PreparationError, find_raw_file, read_parallel
 FILTERS = ("duplicate", "near_duplicate", "length", "length_ratio", "copy", "language", "alignment", "classifier", "lm")
 ROBUST_SCALE = 1.4826
 # Random pairings aligned beside the corpus: a tenth of its pairs, at least this many (sources drawn more than once in
-# a smaller corpus),
-# each within one of LENGTH_BUCKETS shares of the pairs by length; a bucket with fewer pairings than
-# MIN_BUCKET_PAIRINGS is compared with them all.
+# a smaller corpus), each within one of LENGTH_BUCKETS shares of the pairs by length; a bucket with fewer pairings
+# than MIN_BUCKET_PAIRINGS is compared with them all.
 RANDOM_PAIRINGS = 2000
 LENGTH_BUCKETS = 10
 MIN_BUCKET_PAIRINGS = 50
