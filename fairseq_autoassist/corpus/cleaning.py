@@ -242,7 +242,7 @@ def like_random_shares(source_pieces, target_pieces, seed=0):
     of its ``length_buckets``) whose mean alignment score is better (lower) than the pair's, all aligned together:
     near 0 for a translation, spread over [0, 1] for a pair no better than a random one. Pairings of any length made
     long translations look random: a long pair's score per piece is worse than a short random pairing's, so 24.6% of
-    WMT21's news pairs mixed into Tatoeba fell to it (7.5% with pairings matched in length; docs/results/cleaning/)."""
+    WMT21's news pairs mixed into Tatoeba fell to it (5.9% with pairings matched in length; docs/results/cleaning/)."""
     pairs = len(source_pieces)
     if pairs < 2:
         return np.zeros(pairs)
