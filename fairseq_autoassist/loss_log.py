@@ -52,7 +52,7 @@ COMPACT_SUFFIX = ".npz"
 def write_compact(records, path):
     """Writes ``records`` (``read_loss_log``'s steps) to ``path`` (``.npz``), losses rounded to float16: a loss of
     about 2 moves by at most 0.001, so an offline replay reads the compact log, not the original, to be reproducible."""
-    if not path.endswith(COMPACT_SUFFIX):
+    if not os.fspath(path).endswith(COMPACT_SUFFIX):
         raise ValueError(f"{path}: a compact loss log's name ends in {COMPACT_SUFFIX}")
     records = list(records)
     ids = np.concatenate([np.zeros(0, dtype=np.int64)] + [step_ids for step_ids, _, _ in records])
@@ -63,8 +63,9 @@ def write_compact(records, path):
 
 
 def read_loss_log(path):
-    """Yields ``(ids, per_token_losses, keep_prob)`` per recorded step, from a log or its compact form."""
-    if path.endswith(COMPACT_SUFFIX):
+    """Yields ``(ids, per_token_losses, keep_prob)`` per recorded step, from a log or its compact form (``path``: a
+    string or a path object)."""
+    if os.fspath(path).endswith(COMPACT_SUFFIX):
         with np.load(path) as compact:
             bounds = np.cumsum(np.r_[0, compact["step_sizes"]])
             ids = compact["ids"].astype(np.int64)

@@ -18,8 +18,9 @@ def logged_steps(path, steps=5, pairs=70_000, seed=0):
 
 def test_a_compact_log_reads_back_every_step_with_its_ids_exact_and_losses_to_float16(tmp_path):
     original = logged_steps(tmp_path / "losses.npy")
+    assert len(list(read_loss_log(tmp_path / "losses.npy"))) == len(original)
     compact_loss_log.main([str(tmp_path / "losses.npy"), str(tmp_path / "losses.npz")])
-    compact = list(read_loss_log(str(tmp_path / "losses.npz")))
+    compact = list(read_loss_log(tmp_path / "losses.npz"))  # a path object, as the end-to-end tests pass
     assert len(compact) == len(original)
     for (ids, losses, keep), (c_ids, c_losses, c_keep) in zip(original, compact):
         np.testing.assert_array_equal(c_ids, ids)  # ids above 65,535: stored in uint32, not cut to uint16
