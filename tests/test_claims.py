@@ -63,7 +63,8 @@ def mixing(corpus, arm, seed=None):
 
 def frontier(benchmark, arm, statistic="mean"):
     """A benchmark's two-seed mean (``statistic="mean"``), lower or higher seed (``"low"``, ``"high"``) of ``arm``'s
-    target tokens to the stock frontier's validation BLEU, as a share of the frontier's (its summary in results.json)."""
+    target tokens to the stock frontier's validation BLEU, as a share of the frontier's (the benchmark's summary in
+    results.json)."""
     entry = records(f"{benchmark}/results.json")["summary"][arm]["frontier_target_tokens_valid_bleu"]
     assert entry["reached"] == entry["seeds"] == 2 and not entry["above"], f"{benchmark} {arm}: not a two-seed ratio"
     return entry["mean"] + {"mean": 0.0, "low": -0.5, "high": 0.5}[statistic] * entry["spread"]

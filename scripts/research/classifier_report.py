@@ -19,8 +19,8 @@ removes of clean corpora (issue 76).
 
 With ``--cleaning-report DIR`` (a ``cleaning_report.py --set classifier=true`` output folder: the whole ``--clean`` with
 the classifier on noisy copies and clean corpora) the worst of its noisy copies and clean corpora fill
-``noisy_corrupted_kept``, ``noisy_clean_kept`` and ``clean_corpus_removed``. With ``--refresh-cleaning-report`` only those three
-fields of an existing summary.json are replaced (nothing is trained).
+``noisy_corrupted_kept``, ``noisy_clean_kept`` and ``clean_corpus_removed``. With ``--refresh-cleaning-report``
+only those three fields of an existing summary.json are replaced (nothing is trained).
 
 Writes ``summary.json``, ``report.md`` and ``scores.npz`` (each judged pair's scores and label, so that every AUC can be
 recomputed without rerunning the aligner) to ``--out``.

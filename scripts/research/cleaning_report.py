@@ -17,7 +17,8 @@
         --clean-corpus tatoeba=../shared/data/tatoeba-deu-eng/deu-eng.zip \
         --clean-corpus tatoeba-accentless-speakers=../shared/data/tatoeba-deu-eng/deu-eng.zip \
         --paracrawl ../shared/data/paracrawl-human-eval --paracrawl-base ../shared/data/tatoeba-deu-eng/deu-eng.zip \
-        --mixed-in news-in-tatoeba=../shared/data/tatoeba-deu-eng/deu-eng.zip+../shared/data/wmt21-newstest-deen/newstest2021.de-en
+        --mixed-in news-in-tatoeba=../shared/data/tatoeba-deu-eng/deu-eng.zip+\
+../shared/data/wmt21-newstest-deen/newstest2021.de-en
 
 Writes ``results.json``, ``summary.json`` (the worse copy and the worst clean corpus) and ``results.md``. Each
 corpus is measured once and kept in ``results.json``: a rerun measures only what is missing there.
