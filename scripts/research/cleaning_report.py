@@ -43,6 +43,7 @@ sys.path.insert(0, ROOT)
 from fairseq_autoassist.corpus.cleaning import FILTERS, CleaningOptions, pair_badness  # noqa: E402
 from fairseq_autoassist.corpus.prepare_corpus import (SENTENCEPIECE_SAMPLE, clean_pairs, default_coverage,  # noqa: E402
                                                       read_input)
+from fairseq_autoassist.corpus.raw_corpus import read_parallel  # noqa: E402
 from fairseq_autoassist.data.noise_list import read_noise  # noqa: E402
 from scripts.research.paracrawl_report import auc, read_judged_pairs  # noqa: E402
 
@@ -176,23 +177,12 @@ def clean_corpus(source, target, src, tgt, options):
             "samples": samples, "seconds_per_million": per_million(seconds, len(source))}
 
 
-def read_prefix(prefix, src, tgt):
-    """The pairs of ``PREFIX.SRC`` and ``PREFIX.TGT`` (a test set's files, e.g. newstest2021.de-en)."""
-    sides = []
-    for lang in (src, tgt):
-        with open(f"{prefix}.{lang}", encoding="utf-8") as f:
-            sides.append(f.read().splitlines())
-    if len(sides[0]) != len(sides[1]):
-        raise ValueError(f"{prefix}.{src} and {prefix}.{tgt} differ in lines")
-    return sides
-
-
 def mixed_in(base, added, src, tgt, options):
-    """``added`` (a ``PREFIX``: PREFIX.SRC, PREFIX.TGT) mixed into ``base`` (a folder or Tatoeba zip), cleaned
+    """``added`` (a ``PREFIX``: PREFIX.SRC, PREFIX.TGT, plain or gzipped) mixed into ``base`` (a folder or Tatoeba zip), cleaned
     together: the share of the added pairs removed and by which filter, beside the base's own share (both of the
     pairs that are not exact duplicates)."""
     base_source, base_target = read_corpus(base, src, tgt)
-    added_source, added_target = read_prefix(added, src, tgt)
+    added_source, added_target = read_parallel(os.path.dirname(added) or ".", os.path.basename(added), src, tgt)
     source, target = list(base_source) + added_source, list(base_target) + added_target
     kept, removed, _, seconds = run_cleaning(source, target, src, tgt, options, score_lm=False)
     is_added = np.arange(len(source)) >= len(base_source)
