@@ -169,7 +169,10 @@ def test_the_paper_protocol_summary_counts_words_to_the_stock_runs_best_and_buil
     steps = json.loads((tmp_path / "out" / "waterfall.json").read_text())
     assert [step["arm"] for step in steps] == ["released-2500", "released"]
     assert steps[0]["ratio"] == pytest.approx(2 / 3, abs=1e-4) and not steps[0]["at_least"]
-    assert steps[1]["at_least"] and steps[1]["seeds"] == [1]
+    assert steps[1]["at_least"] and steps[1]["seeds"] == [1] and steps[1]["ratios"] == [pytest.approx(1.0)]
+    table = (tmp_path / "out" / "waterfall.md").read_text()
+    assert "| `released` / `baseline` | words | 1.000 (seed 1) | >= 1.000 |" in table
+    assert "0.667 (seed 1) | 0.667 |" in table
 
 
 def _write(folder, results):

@@ -21,6 +21,8 @@ one factor at a time, each with the mean ratio over the seeds that have both run
 never reaches the stock run's BLEU gives the mean with those seeds' lower bounds, ``at_least``) or, for the last step,
 in seconds (``--seconds-per-update``: updates times each arm's isolated time per update, ``seconds_ratio_valid_bleu``).
 
+``waterfall.md``: the same steps as a table, with each seed's ratio.
+
 Merges into ``--out``: the records of ``--corpus`` are replaced, those of other corpora kept.
 """
 
@@ -131,10 +133,23 @@ def waterfall_steps(records):
             known = [value for value in values if value is not None]
             if not known:
                 continue
+            by_seed = sorted(zip((r["seed"] for r in found), values))
             steps.append({"step": step, "corpus": corpus, "arm": arm, "stock_arm": stock, "cost": cost,
                           "ratio": round(statistics.mean(known), 4), "at_least": at_least,
-                          "seeds": sorted(r["seed"] for r in found)})
+                          "seeds": [seed for seed, _ in by_seed], "ratios": [value for _, value in by_seed]})
     return steps
+
+
+def waterfall_table(steps):
+    """``steps`` as the Markdown table of waterfall.md; a ratio that is only a lower bound reads ">= x"."""
+    lines = ["| corpus | step | arm against stock | cost | ratio per seed | mean |", "|---|---|---|---|---|---|"]
+    for step in steps:
+        per_seed = ", ".join(f"{ratio:.3f} (seed {seed})" if ratio is not None else f"none (seed {seed})"
+                             for seed, ratio in zip(step["seeds"], step["ratios"]))
+        mean = (">= " if step["at_least"] else "") + f"{step['ratio']:.3f}"
+        lines.append(f"| {step['corpus']} | {step['step']} | `{step['arm']}` / `{step['stock_arm']}` | "
+                     f"{step['cost']} | {per_seed} | {mean} |")
+    return "\n".join(lines) + "\n"
 
 
 def merged(path, corpus, records):
@@ -167,7 +182,12 @@ def main(argv=None):
     summary_path = os.path.join(args.out, "summary.json")
     records = merged(summary_path, args.corpus, summary_records(args.corpus, results, timing))
     write_atomically(summary_path, json.dumps(records, indent=1))
-    write_atomically(os.path.join(args.out, "waterfall.json"), json.dumps(waterfall_steps(records), indent=1))
+    steps = waterfall_steps(records)
+    write_atomically(os.path.join(args.out, "waterfall.json"), json.dumps(steps, indent=1))
+    write_atomically(os.path.join(args.out, "waterfall.md"),
+                     "# The waterfall (written by scripts/research/paper_protocol_summary.py)\n\n"
+                     "Each step's ratio: the cost to the stock run's best validation BLEU over the stock run's "
+                     "(README.md says how).\n\n" + waterfall_table(steps))
     logger.info("wrote %d records and the waterfall to %s", len(records), args.out)
     return 0
 
