@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from fairseq_autoassist.benchmark import figures, logs, report, runs as benchmark_runs
-from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, timed_arms, training_args
+from fairseq_autoassist.benchmark.arms import (ARMS, PRESETS, SCORES_FOLDER, arm_argument, in_table_order, timed_arms,
+                                              training_args)
 from fairseq_autoassist.recipes import TRAINING_MALLOC_ENV
 from fairseq_autoassist.benchmark import command as benchmark
 
@@ -610,6 +611,32 @@ def test_every_arm_of_every_preset_is_a_valid_arm_argument():
     for preset in PRESETS.values():
         for arm in preset["arms"]:
             assert arm_argument(arm) == arm
+
+
+def test_every_arms_training_command_passes_fairseqs_parser_and_the_tasks_validation(tmp_path):
+    """Every arm, not only the smoke preset's: a flag misspelt in an arm's ``extra`` or an option value the task
+    refuses would otherwise surface only when a benchmark reaches that arm."""
+    from fairseq import options as fairseq_options
+
+    from fairseq_autoassist.options import validate
+    from fairseq_autoassist.tasks import autoassist_translation  # noqa: F401  (fairseq-train imports --user-dir)
+
+    # The files an arm's command names (another preparation's folder, reference scores), as empty stand-ins.
+    for spec in ARMS.values():
+        if "data" in spec:
+            (tmp_path / spec["data"]).mkdir(exist_ok=True)
+            (tmp_path / spec["data"] / "prepare.json").write_text("{}")
+        if "reference" in spec:
+            (tmp_path / SCORES_FOLDER).mkdir(exist_ok=True)
+            (tmp_path / SCORES_FOLDER / f"{spec['reference']}.npy").write_bytes(b"")
+    for arm in ARMS:
+        argv = training_args(arm, str(tmp_path), str(tmp_path / arm), PRESETS["smoke"], seed=1, cpu=True)
+        args = fairseq_options.parse_args_and_arch(fairseq_options.get_training_parser(), argv)
+        if ARMS[arm]["policy"] is None:
+            assert args.task == "translation", arm
+        else:
+            assert args.autoassist_policy == ARMS[arm]["policy"], arm
+            validate(args)
 
 
 def test_a_truncated_last_checkpoint_is_replaced_by_the_best_one(tmp_path):

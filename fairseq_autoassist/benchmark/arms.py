@@ -105,11 +105,13 @@ ARMS = {
     "near-duplicates-no-warmup": {"policy": "near-duplicates",
                                   "extra": [*SKIP_LEARNED, "--autoassist-warmup-epochs", "0"]},
 }
-# Arms that differ from another only by options: the smoke preset runs the other.
-OPTION_VARIANTS = ["assistant-no-warmup", "released-2500", "released-sync", "assistant-sync", "uniform-released-2500",
-                   "uniform-released", "keep-all-released-2500", "baseline-tuned", "released-tuned",
-                   "released-sorted-tuned", "assistant-tuned", "uniform-tuned", "loss-percentile-0.7", "skip-learned",
-                   "skip-learned-no-warmup", "uniform-no-warmup", "near-duplicates-no-warmup"]
+# The smoke preset: one arm for each way the benchmark treats an arm (the stock task; a budget-matched baseline with
+# its schedule ending at its budget; a selecting policy, alone, with options, with a loss log, with the released
+# arm's update factor and mixed batches) and the policies its tests read (the shrinking ones; learnable for the skipped
+# pairs report). Every other arm's command passes fairseq's parser and the task's checks in
+# tests/test_benchmark.py, and every policy trains, is killed and resumes in tests/test_end_to_end.py.
+SMOKE_ARMS = ["baseline", "baseline-cosine-0.6", "assistant", "released", "infobatch", "uniform", "spl", "keep-all",
+              "learnable"]
 
 QUICK_ARMS = ["baseline", "assistant", "assistant-iw", "infobatch", "uniform", "spl"]
 PACKING_ARMS = ["baseline", "keep-all-stock-batches", "keep-all-fixed", "keep-all-stock-sort", "keep-all-shuffled-fixed",
@@ -135,13 +137,8 @@ PAPER_BUDGET = 6000
 
 # ``bleu_levels``: the validation BLEU levels whose update and token ratios are tabulated.
 PRESETS = {
-    # Every code path once: the packing ablation's arms differ from keep-all only by options (tests/test_packing.py).
     "smoke": dict(arch="tiny", max_update=60, max_tokens=400, lr=1e-3, warmup_updates=10, seeds=[1],
-                  bleu_levels=[0.1], validate_interval_updates=20,
-                  # Not the arms that need more than the smoke data: another preparation or reference scores.
-                  arms=[arm for arm in ARMS
-                        if arm not in PACKING_ARMS[1:-1] + FRONTIER_BASELINES[:2] + OPTION_VARIANTS
-                        and "data" not in ARMS[arm] and "reference" not in ARMS[arm]]),
+                  bleu_levels=[0.1], validate_interval_updates=20, arms=SMOKE_ARMS),
     "multi30k-quick": dict(arch="small", max_update=1050, max_tokens=2048, lr=2e-3, warmup_updates=300,
                            seeds=[1, 2], bleu_levels=[10, 15, 20], arms=QUICK_ARMS),
     "multi30k-long": dict(arch="small", max_update=8000, max_tokens=2048, lr=2e-3, warmup_updates=300,
