@@ -132,6 +132,9 @@ CLAIMS = [
     ("docs/results/README.md", "at its share in {} (two seeds), with every pair kept in {} (",
      lambda: (f"{statistics.mean(paper_protocol('uniform-released-2500')):.3f}",
               f"{statistics.mean(paper_protocol('keep-all-released-2500')):.3f}")),
+    ("docs/results/README.md", "`released` needs at least {} of the stock run's words to its best and this project's "
+     "Assistant at least {};", lambda: tuple(f"{paper_protocol(arm, 'words_ratio_at_least')[0]:.3f}"
+                                             for arm in ("released-tuned", "assistant-tuned"))),
     ("README.md", "the full stock run's BLEU no sooner: in {} of its seconds at best",
      lambda: f"{min(keep_all_seconds_to_the_full_runs_bleu()):.2f}"),
     ("README.md", "+{} to +{} test BLEU over training on the raw corpus",
