@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from fairseq_autoassist.benchmark import figures, logs, report, runs as benchmark_runs
-from fairseq_autoassist.benchmark.arms import (ARMS, PRESETS, SCORES_FOLDER, arm_argument, in_table_order, timed_arms,
-                                              training_args)
+from fairseq_autoassist.benchmark.arms import ARMS, PRESETS, arm_argument, in_table_order, timed_arms, training_args
+from fairseq_autoassist.corpus.raw_corpus import SCORES_FOLDER
 from fairseq_autoassist.recipes import TRAINING_MALLOC_ENV
 from fairseq_autoassist.benchmark import command as benchmark
 
