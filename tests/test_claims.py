@@ -25,8 +25,9 @@ def records(path):
         return json.load(f)
 
 
-def paper_protocol(arm, field="words_ratio_valid_bleu"):
-    return [r[field] for r in records("paper-protocol/summary.json") if r["corpus"] == "multi30k" and r["arm"] == arm]
+def paper_protocol(arm, field="words_ratio_valid_bleu", seeds=(1, 2)):
+    return [r[field] for r in records("paper-protocol/summary.json")
+            if r["corpus"] == "multi30k" and r["arm"] == arm and r["seed"] in seeds]
 
 
 def soak(arm, ranks, field):
@@ -133,7 +134,7 @@ CLAIMS = [
      lambda: (f"{statistics.mean(paper_protocol('uniform-released-2500')):.3f}",
               f"{statistics.mean(paper_protocol('keep-all-released-2500')):.3f}")),
     ("docs/results/README.md", "`released` needs at least {} of the stock run's words to its best and this project's "
-     "Assistant at least {};", lambda: tuple(f"{paper_protocol(arm, 'words_ratio_at_least')[0]:.3f}"
+     "Assistant at least {};", lambda: tuple(f"{paper_protocol(arm, 'words_ratio_at_least', seeds=[1])[0]:.3f}"
                                              for arm in ("released-tuned", "assistant-tuned"))),
     ("README.md", "the full stock run's BLEU no sooner: in {} of its seconds at best",
      lambda: f"{min(keep_all_seconds_to_the_full_runs_bleu()):.2f}"),

@@ -178,9 +178,9 @@ def clean_corpus(source, target, src, tgt, options):
 
 
 def mixed_in(base, added, src, tgt, options):
-    """``added`` (a ``PREFIX``: PREFIX.SRC, PREFIX.TGT, plain or gzipped) mixed into ``base`` (a folder or Tatoeba zip), cleaned
-    together: the share of the added pairs removed and by which filter, beside the base's own share (both of the
-    pairs that are not exact duplicates)."""
+    """``added`` (a ``PREFIX``: PREFIX.SRC, PREFIX.TGT, plain or gzipped) mixed into ``base`` (a folder or Tatoeba
+    zip), cleaned together: the share of the added pairs removed and by which filter, beside the base's own share (both
+    of the pairs that are not exact duplicates)."""
     base_source, base_target = read_corpus(base, src, tgt)
     added_source, added_target = read_parallel(os.path.dirname(added) or ".", os.path.basename(added), src, tgt)
     source, target = list(base_source) + added_source, list(base_target) + added_target
