@@ -147,6 +147,7 @@ def test_the_paper_protocol_summary_counts_words_to_the_stock_runs_best_and_buil
         protocol_run("released-2500", 1, [5, 15, 25, 30, 31], words_per_update=1000, kept=0.6),
         protocol_run("released", 1, [5, 10, 15, 20, 25], words_per_update=1200, kept=0.7),  # never: >= 1.0
         protocol_run("baseline-tuned", 1, [20, 30, 35], words_per_update=2000),
+        protocol_run("assistant-tuned", 1, [15, 25, 33], words_per_update=2100),  # never: >= 1.05 words, 1.0 updates
     ]}
     records = {r["arm"]: r for r in paper_protocol_summary.summary_records("multi30k", results)}
     assert records["released-2500"]["words_ratio_valid_bleu"] == pytest.approx(400_000 / 600_000, abs=1e-4)
@@ -157,22 +158,30 @@ def test_the_paper_protocol_summary_counts_words_to_the_stock_runs_best_and_buil
     assert records["released"]["words_ratio_at_least"] == pytest.approx(600_000 / 600_000, abs=1e-4)
     assert records["baseline-tuned"]["stock_arm"] == "baseline-tuned"
     timing = tmp_path / "timing.json"
-    timing.write_text(json.dumps({"ratio_to_baseline": {"baseline": {"median": 1.0}, "released": {"median": 0.9}}}))
+    timing.write_text(json.dumps({"ratio_to_baseline": {"baseline": {"median": 1.0}, "released": {"median": 0.9},
+                                                        "assistant": {"median": 1.1}}}))
     paper_protocol_summary.main(["--corpus", "multi30k", "--results", str(_write(tmp_path, results)),
                                  "--out", str(tmp_path / "out"), "--seconds-per-update", str(timing)])
     by_arm = {record["arm"]: record for record in json.loads((tmp_path / "out" / "summary.json").read_text())}
     assert by_arm["released"]["seconds_ratio_valid_bleu"] is None  # it never reaches the stock run's best
+    assert by_arm["released"]["seconds_ratio_at_least"] == pytest.approx(500 / 300 * 0.9, abs=1e-4)
     assert by_arm["baseline"]["seconds_ratio_valid_bleu"] == 1.0
     assert by_arm["released-2500"]["seconds_ratio_valid_bleu"] is None  # untimed
     # A tuned arm updates as its protocol twin does (the recipe changes the learning rate, not an update's work).
     assert paper_protocol_summary.timing_ratio("released-tuned", {"released": {"median": 0.9}}) == 0.9
     steps = json.loads((tmp_path / "out" / "waterfall.json").read_text())
-    assert [step["arm"] for step in steps] == ["released-2500", "released"]
+    assert [(step["arm"], step["cost"]) for step in steps] == [("released-2500", "words"), ("released", "words"),
+                                                               ("assistant-tuned", "words"),
+                                                               ("assistant-tuned", "seconds")]
     assert steps[0]["ratio"] == pytest.approx(2 / 3, abs=1e-4) and not steps[0]["at_least"]
     assert steps[1]["at_least"] and steps[1]["seeds"] == [1] and steps[1]["ratios"] == [pytest.approx(1.0)]
     table = (tmp_path / "out" / "waterfall.md").read_text()
     assert "| `released` / `baseline` | words | 1.000 (seed 1) | >= 1.000 |" in table
     assert "0.667 (seed 1) | 0.667 |" in table
+    # The last step in seconds: a run that never reaches the stock run's best gives its bound, its updates (1.0 of the
+    # stock run's) times its time per update (assistant-tuned updates as assistant: 1.1 of the stock task's).
+    assert steps[3]["ratios"] == [pytest.approx(1.1)] and steps[3]["at_least"]
+    assert "| `assistant-tuned` / `baseline-tuned` | seconds | 1.100 (seed 1) | >= 1.100 |" in table
 
 
 def _write(folder, results):

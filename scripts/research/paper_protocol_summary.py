@@ -2,7 +2,7 @@
 """Issue 74's ``summary.json`` and ``waterfall.json``: the paper's comparison, in words, at its own protocol.
 
     python scripts/research/paper_protocol_summary.py --corpus multi30k \\
-        --results docs/results/paper-protocol/multi30k/results.json --out docs/results/paper-protocol
+        --results docs/results/paper-protocol/finished-runs/multi30k.json --out docs/results/paper-protocol
 
 ``--results``: a ``scripts/benchmark.py`` results.json of the paper-protocol preset (``--report`` or ``--rescore``).
 Every run is set against the stock run of its seed and recipe (``stock_arm``): the released protocol's arms against
@@ -12,6 +12,8 @@ Every run is set against the stock run of its seed and recipe (``stock_arm``): t
   the stock run's best validation BLEU, over those at which the stock run does; None where it never does, and then
   ``words_ratio_at_least`` (its whole words over the stock run's, a lower bound);
 * ``updates_ratio_valid_bleu`` (and ``updates_ratio_at_least``): the same in updates;
+* ``seconds_ratio_valid_bleu`` (and ``seconds_ratio_at_least``), with ``--seconds-per-update``: the updates ratio
+  times the arm's isolated time per update over the stock arm's; None where either is untimed;
 * ``kept_share``: the mean share of pairs kept over the epochs after the first (1 for the stock task);
 * ``max_tokens``, ``best_valid_bleu``, ``test_bleu`` (beam 5, the best validation checkpoint), ``words``: the target
   tokens the run trained on in all.
@@ -19,7 +21,7 @@ Every run is set against the stock run of its seed and recipe (``stock_arm``): t
 ``waterfall.json``: the steps of ``WATERFALL``, from the paper's comparison as released to this project's benchmark,
 one factor at a time, each with the mean ratio over the seeds that have both runs, in words (a step where some seed
 never reaches the stock run's BLEU gives the mean with those seeds' lower bounds, ``at_least``) or, for the last step,
-in seconds (``--seconds-per-update``: updates times each arm's isolated time per update, ``seconds_ratio_valid_bleu``).
+in seconds (the seconds ratio, or its lower bound likewise).
 
 ``waterfall.md``: the same steps as a table, with each seed's ratio.
 
@@ -79,6 +81,17 @@ def _ratio_fields(points, stock_points, cost, spent, name):
     return {f"{name}_valid_bleu": None if ratio is None else round(ratio, 4), f"{name}_at_least": None}
 
 
+def _seconds_fields(record, time_ratio):
+    """The updates ratio, or its lower bound where the run never reaches the stock run's best, in seconds: times the
+    arm's time per update over the stock arm's (``time_ratio``; None where either is untimed)."""
+    fields = {}
+    for figure in ("valid_bleu", "at_least"):
+        updates_ratio = record[f"updates_ratio_{figure}"]
+        fields[f"seconds_ratio_{figure}"] = (None if None in (updates_ratio, time_ratio)
+                                             else round(updates_ratio * time_ratio, 4))
+    return fields
+
+
 def timing_ratio(arm, timing):
     """``arm``'s time per update over the stock task's (median session) from ``timing`` (benchmark_overhead.py's
     ``ratio_to_baseline``), None where untimed. A tuned arm is timed as its protocol twin: the recipe changes the
@@ -107,9 +120,7 @@ def summary_records(corpus, results, timing=None):
                                     "words_ratio"))
         record.update(_ratio_fields(points, stock_points, "updates", run_cost(run, "updates"), "updates_ratio"))
         arm_time, stock_time = timing_ratio(arm, timing), timing_ratio(stock_arm(arm), timing)
-        updates_ratio = record["updates_ratio_valid_bleu"]
-        record["seconds_ratio_valid_bleu"] = (round(updates_ratio * arm_time / stock_time, 4)
-                                              if None not in (updates_ratio, arm_time, stock_time) else None)
+        record.update(_seconds_fields(record, None if None in (arm_time, stock_time) else arm_time / stock_time))
         record.update(kept_share=kept_share(run), best_valid_bleu=best(points, "valid_bleu"),
                       test_bleu=best_checkpoint_test_bleu(run), words=run_cost(run, "target_tokens"))
         records.append(record)
@@ -117,25 +128,21 @@ def summary_records(corpus, results, timing=None):
 
 
 def waterfall_steps(records):
-    """``WATERFALL``'s steps with each corpus's mean words ratio over the seeds that have the step's runs."""
+    """``WATERFALL``'s steps with each corpus's mean ratio (in the step's cost) over the seeds that have it."""
     steps = []
     for corpus in dict.fromkeys(record["corpus"] for record in records):
         for step, arm, stock, cost in WATERFALL:
-            found = [r for r in records if r["corpus"] == corpus and r["arm"] == arm and r["stock_arm"] == stock]
-            if cost == "seconds":
-                found = [r for r in found if r["seconds_ratio_valid_bleu"] is not None]
-                values = [r["seconds_ratio_valid_bleu"] for r in found]
-                at_least = False
-            else:
-                values = [r["words_ratio_valid_bleu"] if r["words_ratio_valid_bleu"] is not None
-                          else r["words_ratio_at_least"] for r in found]
-                at_least = any(r["words_ratio_valid_bleu"] is None for r in found)
-            known = [value for value in values if value is not None]
-            if not known:
+            figure = f"{cost}_ratio"
+            found = [r for r in records if r["corpus"] == corpus and r["arm"] == arm and r["stock_arm"] == stock
+                     and (r[f"{figure}_valid_bleu"] is not None or r[f"{figure}_at_least"] is not None)]
+            if not found:
                 continue
+            values = [r[f"{figure}_valid_bleu"] if r[f"{figure}_valid_bleu"] is not None else r[f"{figure}_at_least"]
+                      for r in found]
             by_seed = sorted(zip((r["seed"] for r in found), values))
             steps.append({"step": step, "corpus": corpus, "arm": arm, "stock_arm": stock, "cost": cost,
-                          "ratio": round(statistics.mean(known), 4), "at_least": at_least,
+                          "ratio": round(statistics.mean(values), 4),
+                          "at_least": any(r[f"{figure}_valid_bleu"] is None for r in found),
                           "seeds": [seed for seed, _ in by_seed], "ratios": [value for _, value in by_seed]})
     return steps
 
@@ -144,8 +151,7 @@ def waterfall_table(steps):
     """``steps`` as the Markdown table of waterfall.md; a ratio that is only a lower bound reads ">= x"."""
     lines = ["| corpus | step | arm against stock | cost | ratio per seed | mean |", "|---|---|---|---|---|---|"]
     for step in steps:
-        per_seed = ", ".join(f"{ratio:.3f} (seed {seed})" if ratio is not None else f"none (seed {seed})"
-                             for seed, ratio in zip(step["seeds"], step["ratios"]))
+        per_seed = ", ".join(f"{ratio:.3f} (seed {seed})" for seed, ratio in zip(step["seeds"], step["ratios"]))
         mean = (">= " if step["at_least"] else "") + f"{step['ratio']:.3f}"
         lines.append(f"| {step['corpus']} | {step['step']} | `{step['arm']}` / `{step['stock_arm']}` | "
                      f"{step['cost']} | {per_seed} | {mean} |")
