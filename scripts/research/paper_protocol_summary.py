@@ -127,23 +127,30 @@ def summary_records(corpus, results, timing=None):
     return records
 
 
+def _ratio_or_bound(record, cost):
+    """``record``'s ratio in ``cost`` (words, updates or seconds), or its lower bound where the run never reaches the
+    stock run's best, and whether it is that bound; (None, False) where neither is known (an untimed arm's seconds)."""
+    ratio = record[f"{cost}_ratio_valid_bleu"]
+    if ratio is not None:
+        return ratio, False
+    bound = record[f"{cost}_ratio_at_least"]
+    return bound, bound is not None
+
+
 def waterfall_steps(records):
     """``WATERFALL``'s steps with each corpus's mean ratio (in the step's cost) over the seeds that have it."""
     steps = []
     for corpus in dict.fromkeys(record["corpus"] for record in records):
         for step, arm, stock, cost in WATERFALL:
-            figure = f"{cost}_ratio"
-            found = [r for r in records if r["corpus"] == corpus and r["arm"] == arm and r["stock_arm"] == stock
-                     and (r[f"{figure}_valid_bleu"] is not None or r[f"{figure}_at_least"] is not None)]
+            found = sorted((r["seed"], *_ratio_or_bound(r, cost)) for r in records
+                           if r["corpus"] == corpus and r["arm"] == arm and r["stock_arm"] == stock)
+            found = [(seed, ratio, bound) for seed, ratio, bound in found if ratio is not None]
             if not found:
                 continue
-            values = [r[f"{figure}_valid_bleu"] if r[f"{figure}_valid_bleu"] is not None else r[f"{figure}_at_least"]
-                      for r in found]
-            by_seed = sorted(zip((r["seed"] for r in found), values))
             steps.append({"step": step, "corpus": corpus, "arm": arm, "stock_arm": stock, "cost": cost,
-                          "ratio": round(statistics.mean(values), 4),
-                          "at_least": any(r[f"{figure}_valid_bleu"] is None for r in found),
-                          "seeds": [seed for seed, _ in by_seed], "ratios": [value for _, value in by_seed]})
+                          "ratio": round(statistics.mean(ratio for _, ratio, _ in found), 4),
+                          "at_least": any(bound for _, _, bound in found),
+                          "seeds": [seed for seed, _, _ in found], "ratios": [ratio for _, ratio, _ in found]})
     return steps
 
 
