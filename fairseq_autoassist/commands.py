@@ -2,7 +2,7 @@
 ``python -m fairseq_autoassist --help`` lists the commands, ``--version`` prints the version). No imports: setup.py
 runs it before anything is installed."""
 
-VERSION = "0.6.2"
+VERSION = "0.6.3"
 
 COMMANDS = {
     "autoassist-prepare": ("fairseq_autoassist.corpus.prepare_corpus:main",
