@@ -140,10 +140,11 @@ CLAIMS = [
     ("docs/results/README.md", "`released` needs at least {} of the stock run's words to its best and this project's "
      "Assistant at least {};", lambda: tuple(f"{paper_protocol(arm, 'words_ratio_at_least', seeds=[1])[0]:.3f}"
                                              for arm in ("released-tuned", "assistant-tuned"))),
-    ("docs/results/paper-protocol/README.md", "`released-tuned` at least {}, `released-sorted-tuned` {}, "
+    ("docs/results/paper-protocol/README.md", "`released-tuned` at least {}, `released-sorted-tuned` {} (seed 2: {}), "
      "`assistant-tuned` {} (the waterfall's last step)",
-     lambda: tuple(f"{paper_protocol(arm, 'seconds_ratio_at_least', seeds=[1])[0]:.2f}"
-                   for arm in ("released-tuned", "released-sorted-tuned", "assistant-tuned"))),
+     lambda: tuple(f"{paper_protocol(arm, 'seconds_ratio_at_least', seeds=[seed])[0]:.2f}"
+                   for arm, seed in (("released-tuned", 1), ("released-sorted-tuned", 1), ("released-sorted-tuned", 2),
+                                     ("assistant-tuned", 1)))),
     ("README.md", "the full stock run's BLEU no sooner: in {} of its seconds at best",
      lambda: f"{min(keep_all_seconds_to_the_full_runs_bleu()):.2f}"),
     ("README.md", "+{} to +{} test BLEU over training on the raw corpus",
